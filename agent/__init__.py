@@ -1,0 +1,1 @@
+"""The per-node daemon: schedules collectors, ingests rank spools, serves Prometheus /metrics."""

@@ -1,0 +1,1 @@
+"""Pure functions from a job snapshot to verdicts; they recommend, the supervisor acts."""

@@ -1,0 +1,1 @@
+"""Node-level samplers (NVML, simulated GPUs, host, kernel log) that the agent schedules."""

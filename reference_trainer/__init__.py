@@ -1,0 +1,1 @@
+"""The built-in sharded reference workload (FSDP2 + DCP) and its fault injection."""

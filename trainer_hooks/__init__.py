@@ -1,0 +1,1 @@
+"""Training-side telemetry: what runs inside each rank and hands records to the per-rank spool."""

@@ -1,0 +1,65 @@
+"""The `triage` command line.
+
+Subcommands are imported only when chosen, so `triage --help` stays fast and a command's heavy
+imports (torch, streamlit) are paid only by that command. Exit codes (ARCHITECTURE.md): 0 ok,
+1 the job/analysis found a failure where that is the point, 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from triage import __version__
+from triage.config import ConfigError
+
+#: name -> (module under triage.commands, one-line help). A module defines
+#: `add_arguments(parser)`, `run(args) -> int` and a module docstring used as the description.
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="triage",
+        description="Reliability, observability and failure triage for distributed training.",
+        epilog="Run `triage COMMAND --help` for a command's flags. Exit codes: 0 ok, "
+               "1 a failure was found where that is the point, 2 bad usage or input.",
+    )
+    parser.add_argument("--version", action="version", version=f"triage {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        module = importlib.import_module(f"triage.commands.{module_name}")
+        p = sub.add_parser(name, help=help_text, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=chosen if chosen in COMMANDS else "")
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as exc:
+        print(f"triage {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"triage {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

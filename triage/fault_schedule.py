@@ -1,0 +1,80 @@
+"""The GPU fault schedule: how an injected hardware fault reaches the simulated GPUs.
+
+The reference trainer's `--inject xid|ecc|thermal|pcie|nvlink@...` cannot break real hardware,
+so at the moment the fault "happens" the rank appends a `GpuFault` here and then behaves as a
+rank on such a GPU would; the simulated GPU backend (collectors) of that node reads the file and
+shows the fault in its readings (Xid events, ECC counters, clock-event reasons, ...). One
+append-only JSON-lines file per node: `<data_dir>/faults/<node>.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+GPU_FAULT_KINDS = ("xid", "ecc", "thermal", "pcie", "nvlink")
+
+
+@dataclass(frozen=True)
+class GpuFault:
+    time: float  # unix seconds when the fault starts
+    node: str
+    gpu: int  # local GPU index on the node
+    kind: str  # one of GPU_FAULT_KINDS
+    xid: int | None = None  # for kind "xid" (and the Xid a simulated ECC/NVLink fault raises)
+    rank: int | None = None
+    job_id: str | None = None
+    attempt: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # e.g. {"factor": 2.0} for thermal
+
+    def __post_init__(self) -> None:
+        if self.kind not in GPU_FAULT_KINDS:
+            raise ValueError(f"unknown GPU fault kind {self.kind!r}; expected one of {GPU_FAULT_KINDS}")
+
+
+def schedule_path(data_dir: str | os.PathLike[str], node: str) -> Path:
+    return Path(data_dir) / "faults" / f"{node}.jsonl"
+
+
+def append_fault(data_dir: str | os.PathLike[str], fault: GpuFault) -> Path:
+    """Append durably: the fault must be on disk before the rank acts it out and maybe dies."""
+    path = schedule_path(data_dir, fault.node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(asdict(fault), sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def read_faults(data_dir: str | os.PathLike[str], node: str, offset: int = 0
+                ) -> tuple[list[GpuFault], int]:
+    """Faults appended since byte `offset`, and the offset to pass next time.
+
+    A torn last line (writer still appending) is left for the next call; a malformed complete
+    line is skipped, since one bad record must not blind the simulator to the rest.
+    """
+    path = schedule_path(data_dir, node)
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    faults: list[GpuFault] = []
+    consumed = 0
+    for raw in data.splitlines(keepends=True):
+        if not raw.endswith(b"\n"):
+            break
+        consumed += len(raw)
+        try:
+            faults.append(GpuFault(**json.loads(raw)))
+        except (ValueError, TypeError):
+            continue
+    return faults, offset + consumed

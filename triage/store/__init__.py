@@ -1,0 +1,1 @@
+"""The store: DuckDB schema, writer and readers shared by every part."""
