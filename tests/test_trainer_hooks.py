@@ -1,0 +1,166 @@
+"""TrainingMonitor, collective timing and the spool writer, on real processes and files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import torch.distributed as dist
+
+from triage.trainer_hooks import MonitorConfig, TrainingMonitor
+from triage.trainer_hooks.buffer import RecordBuffer
+from triage.trainer_hooks.collective_timing import busbw_factor
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name
+from triage.trainer_hooks.spool_writer import SpoolWriter
+
+CHILD = Path(__file__).with_name("hook_child.py")
+
+
+def read_spool(data_dir: Path, table: str) -> pa.Table:
+    files = sorted(p for p in Path(data_dir, "spool").rglob("*.parquet")
+                   if (parse_segment_name(p.name) or (0, ""))[1] == table)
+    if not files:
+        return SPOOL_TABLES[table].empty_table()
+    return pa.concat_tables([pq.read_table(f) for f in files])
+
+
+@pytest.fixture
+def world1(unused_port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(unused_port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.fixture
+def unused_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_steps_collectives_events_and_heartbeats_reach_the_spool(tmp_path, world1):
+    model = torch.nn.Linear(8, 8)
+    mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, job_id="j", canary_every=2,
+                                        rank=0, world_size=1, node="n0"), model=model).start()
+    for step in range(6):
+        with mon.step(step, tokens=64, samples=8) as s:
+            with s.data():
+                x = torch.randn(8, 8)
+            with s.compute():
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                dist.all_reduce(model.weight.grad)
+                dist.all_reduce(torch.ones(4), async_op=True).wait()
+                dist.barrier()
+            s.record(loss=loss, grad_norm=float("nan") if step == 5 else 1.0)
+    mon.close()
+
+    steps = read_spool(tmp_path, "steps").to_pandas()
+    assert sorted(steps["step"]) == list(range(6))
+    assert (steps["job_id"] == "j").all() and (steps["node"] == "n0").all()
+    assert steps.loc[steps.step == 5, "nonfinite"].item() is True
+    assert steps.loc[steps.step == 4, "nonfinite"].item() is False
+    assert (steps["end_time"] >= steps["start_time"]).all()
+    assert steps["mfu"].isna().all()  # no peak FLOP/s known on CPU
+
+    coll = read_spool(tmp_path, "collectives").to_pandas()
+    assert len(coll) == 18
+    assert list(coll["seq"]) == list(range(1, 19))  # one group, counted in issue order
+    assert set(coll["op"]) == {"all_reduce", "barrier"}
+    assert coll["end_time"].notna().all()
+    weight = coll[(coll.op == "all_reduce") & (coll.bytes == 8 * 8 * 4)]
+    assert len(weight) == 6 and (weight.dtype == "float32").all()
+
+    events = read_spool(tmp_path, "events").to_pandas()
+    kinds = list(events["kind"])
+    assert kinds.count("process_start") == 1 and kinds.count("exit") == 1
+    assert kinds.count("first_step") == 1
+    assert events.loc[events.kind == "nonfinite", "step"].tolist() == [5]
+    canaries = events[events.kind == "canary"]
+    assert canaries["step"].tolist() == [0, 2, 4]
+    assert canaries["message"].nunique() == 1  # the same known answer every time
+    assert len(read_spool(tmp_path, "heartbeats")) >= 1
+    ranks = read_spool(tmp_path, "ranks").to_pandas()
+    assert ranks["pid"].tolist() == [os.getpid()]
+
+
+def test_collective_wrappers_are_removed_on_close(tmp_path, world1):
+    original = dist.all_reduce
+    mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()
+    assert dist.all_reduce is not original
+    mon.close()
+    assert dist.all_reduce is original
+
+
+def test_bus_bandwidth_factors_follow_nccl_tests():
+    assert busbw_factor("all_reduce", 4) == pytest.approx(1.5)
+    assert busbw_factor("all_gather", 4) == pytest.approx(0.75)
+    assert busbw_factor("reduce_scatter", 8) == pytest.approx(7 / 8)
+    assert busbw_factor("broadcast", 8) == 1.0
+
+
+def test_full_buffer_drops_and_counts_instead_of_blocking():
+    buf = RecordBuffer(["steps"], capacity=100)
+    accepted = sum(buf.put("steps", (i,)) for i in range(150))
+    assert accepted == 100 and buf.dropped["steps"] == 50
+    assert [r[0] for r in buf.drain("steps", 3)] == [0, 1, 2]
+
+
+def test_unwritable_spool_is_reported_once_and_rows_survive_until_it_recovers(tmp_path, capsys):
+    blocker = tmp_path / "spool"
+    blocker.write_text("a file where the spool directory should be")
+    buf = RecordBuffer(SPOOL_TABLES, 1000)
+    writer = SpoolWriter(blocker / "rank0", ("j", 0, 0, "n", 0), buf, 3600)
+    for i in range(3):
+        buf.put("heartbeats", (float(i), i, 1, None, None, None, None))
+        writer.flush()
+    err = capsys.readouterr().err
+    assert err.count("cannot write telemetry") == 1
+    assert buf.pending() == 3  # nothing lost while the disk was unusable
+    blocker.unlink()
+    writer.flush()
+    assert buf.pending() == 0 and writer.rows_written == 3
+    assert "writable again" in capsys.readouterr().err
+
+
+def _run_child(data_dir, mode, steps, pause="0"):
+    return subprocess.Popen([sys.executable, str(CHILD), str(data_dir), mode, str(steps), pause],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_uncaught_exception_is_recorded_with_traceback(tmp_path):
+    proc = _run_child(tmp_path, "raise", 3)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "KeyError" in err
+    events = read_spool(tmp_path, "events").to_pandas()
+    exc = events[events.kind == "exception"]
+    assert len(exc) == 1
+    detail = json.loads(exc["detail"].item())
+    assert detail["type"] == "KeyError" and "missing_field" in detail["traceback"]
+    assert exc["step"].item() == 2
+    assert len(read_spool(tmp_path, "steps")) == 3
+
+
+def test_sigkill_loses_at_most_the_last_flush_interval(tmp_path):
+    proc = _run_child(tmp_path, "forever", 0, "0.02")
+    last = -1
+    for line in proc.stdout:
+        last = int(line)
+        if last >= 60:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    steps = read_spool(tmp_path, "steps").to_pandas()
+    assert steps["step"].is_unique
+    # flush every 0.2 s at ~50 steps/s: at most a few flush intervals' worth may be missing
+    assert steps["step"].max() >= last - 40
+    assert sorted(steps["step"]) == list(range(steps["step"].max() + 1))

@@ -1,0 +1,46 @@
+"""A bounded, lock-free (under the GIL) record buffer between the training thread and the writer.
+
+`deque.append` and `deque.popleft` are atomic, so the hot path pays one length check and one
+append; when a table is full the record is dropped and counted rather than blocking training.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable
+
+
+class RecordBuffer:
+    def __init__(self, tables: Iterable[str], capacity: int) -> None:
+        self.capacity = capacity
+        self._queues: dict[str, deque[tuple]] = {t: deque() for t in tables}
+        self.dropped: dict[str, int] = {t: 0 for t in self._queues}
+
+    def put(self, table: str, row: tuple) -> bool:
+        q = self._queues[table]
+        if len(q) >= self.capacity:
+            self.dropped[table] += 1
+            return False
+        q.append(row)
+        return True
+
+    def drain(self, table: str, limit: int | None = None) -> list[tuple]:
+        """Take up to `limit` rows in arrival order (all that are there when called)."""
+        q = self._queues[table]
+        n = len(q) if limit is None else min(limit, len(q))
+        return [q.popleft() for _ in range(n)]
+
+    def requeue_front(self, table: str, rows: list[tuple]) -> None:
+        """Give rows back after a failed write so they are retried first; beyond capacity the
+        oldest are dropped and counted, since memory is the one thing training must not run out of."""
+        q = self._queues[table]
+        q.extendleft(reversed(rows))
+        while len(q) > self.capacity:
+            q.popleft()
+            self.dropped[table] += 1
+
+    def pending(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    def tables(self) -> list[str]:
+        return list(self._queues)

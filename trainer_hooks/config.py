@@ -1,0 +1,49 @@
+"""Configuration of the in-rank telemetry (`TrainingMonitor`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ConfigError, data_dir_from_env, node_name
+
+
+@dataclass
+class MonitorConfig:
+    data_dir: Path = field(default_factory=data_dir_from_env,
+                           metadata={"help": "Triage data directory (spools are written under it)"})
+    job_id: str = field(default_factory=lambda: os.environ.get(ENV_JOB_ID, "local"),
+                        metadata={"help": "job id (env TRIAGE_JOB_ID)"})
+    attempt: int = field(default_factory=lambda: int(os.environ.get(ENV_ATTEMPT, "0")),
+                         metadata={"help": "restart attempt (env TRIAGE_ATTEMPT)"})
+    rank: int = field(default_factory=lambda: int(os.environ.get("RANK", "0")))
+    local_rank: int = field(default_factory=lambda: int(os.environ.get("LOCAL_RANK", "0")))
+    world_size: int = field(default_factory=lambda: int(os.environ.get("WORLD_SIZE", "1")))
+    node: str = field(default_factory=node_name)
+    flush_interval_s: float = field(default=1.0, metadata={
+        "help": "how often buffered records are written to the spool; a SIGKILL loses at most this much"})
+    heartbeat_interval_s: float = field(default=1.0, metadata={"help": "heartbeat period"})
+    buffer_capacity: int = field(default=200_000, metadata={
+        "help": "records held in memory per table before new ones are dropped (and counted)"})
+    canary_every: int = field(default=50, metadata={
+        "help": "run the known-answer SDC canary every N steps (0 disables it)"})
+    flops_per_token: float | None = field(default=None, metadata={
+        "help": "model FLOPs per trained token (6N rule) for MFU; unknown leaves MFU empty"})
+    peak_flops: float | None = field(default=None, metadata={
+        "help": "the device's peak FLOP/s for MFU (e.g. 989e12 for H100 bf16 dense)"})
+    collectives: bool = field(default=True, metadata={
+        "help": "time every torch.distributed collective"})
+    capture_uncaught: bool = field(default=True, metadata={
+        "help": "record uncaught exceptions and exits through sys.excepthook and atexit"})
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        if self.flush_interval_s <= 0 or self.heartbeat_interval_s <= 0:
+            raise ConfigError("flush and heartbeat intervals must be positive seconds")
+        if self.buffer_capacity < 100:
+            raise ConfigError(f"buffer_capacity {self.buffer_capacity} is too small (min 100)")
+        if self.canary_every < 0:
+            raise ConfigError("canary_every must be >= 0")
+        if self.rank < 0 or self.world_size < 1:
+            raise ConfigError(f"bad rank/world size {self.rank}/{self.world_size}")

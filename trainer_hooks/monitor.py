@@ -1,0 +1,322 @@
+"""`TrainingMonitor`: the few lines a training loop adopts to be observed by Triage.
+
+    monitor = TrainingMonitor(model=model).start()        # identity from TRIAGE_*/torchrun env
+    for step in range(start, steps):
+        with monitor.step(step, tokens=B * T, samples=B) as s:
+            with s.data():
+                batch = next(loader)
+            with s.compute():
+                loss = model(batch); loss.backward()
+            with s.optimizer():
+                optimizer.step(); optimizer.zero_grad()
+            s.record(loss=loss, grad_norm=grad_norm)
+    monitor.close()
+
+Inside a step nothing touches the disk or waits for the device: rows are tuples appended to a
+bounded buffer, CUDA timings and scalars are read back by the writer thread once their events
+have completed, and the writer thread also emits the heartbeat.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import resource
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from triage.trainer_hooks.buffer import RecordBuffer
+from triage.trainer_hooks.canary import Canary
+from triage.trainer_hooks.collective_timing import CollectiveRecorder
+from triage.trainer_hooks.config import MonitorConfig
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, writer_dir
+
+
+def _is_cuda(device: torch.device | None) -> bool:
+    return device is not None and device.type == "cuda"
+
+
+class _Phase:
+    """A reusable timer for one phase of the step; adds its duration to the step's slot."""
+
+    __slots__ = ("_timer", "_slot", "_t0")
+
+    def __init__(self, timer: "StepTimer", slot: int) -> None:
+        self._timer = timer
+        self._slot = slot
+        self._t0 = 0.0
+
+    def __enter__(self) -> "_Phase":
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer._phase_s[self._slot] += time.perf_counter() - self._t0
+
+
+class StepTimer:
+    """Collects one step's phases and scalars; reused from step to step (no allocation)."""
+
+    def __init__(self, monitor: "TrainingMonitor") -> None:
+        self._monitor = monitor
+        self._phase_s = [0.0, 0.0, 0.0]
+        self._data = _Phase(self, 0)
+        self._compute = _Phase(self, 1)
+        self._optimizer = _Phase(self, 2)
+        self.step = 0
+        self.tokens = 0
+        self.samples = 0
+        self.loss: Any = None
+        self.grad_norm: Any = None
+        self._wall0 = 0.0
+        self._t0 = 0.0
+
+    def data(self) -> _Phase:
+        return self._data
+
+    def compute(self) -> _Phase:
+        return self._compute
+
+    def optimizer(self) -> _Phase:
+        return self._optimizer
+
+    def record(self, loss: Any = None, grad_norm: Any = None) -> None:
+        """Loss and grad-norm as floats or tensors (a CUDA tensor is read later, without a sync)."""
+        if loss is not None:
+            self.loss = loss
+        if grad_norm is not None:
+            self.grad_norm = grad_norm
+
+    def __enter__(self) -> "StepTimer":
+        self._phase_s[0] = self._phase_s[1] = self._phase_s[2] = 0.0
+        self.loss = self.grad_norm = None
+        self._monitor._collectives.step = self.step
+        self._monitor._collectives.take_blocked()
+        self._wall0 = time.time()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self._monitor._finish_step(self, time.perf_counter() - self._t0)
+
+
+def _host_scalar(x: Any) -> float | None | Callable[[], float | None]:
+    """A float now where that costs nothing; for a CUDA tensor, a reader to call once it is ready."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.is_cuda:
+            host = torch.empty((), dtype=torch.float64, pin_memory=True)
+            host.copy_(t.reshape(()).double(), non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+            return lambda: float(host) if ev.query() else None
+        return float(t)
+    return float(x)
+
+
+class TrainingMonitor:
+    def __init__(self, config: MonitorConfig | None = None, *, model: torch.nn.Module | None = None,
+                 device: torch.device | str | None = None) -> None:
+        self.config = config or MonitorConfig()
+        cfg = self.config
+        self.device = torch.device(device) if device is not None else (
+            next(model.parameters()).device if model is not None else torch.device("cpu"))
+        if cfg.flops_per_token is None and model is not None:
+            # 6N rule: forward + backward cost ~6 FLOPs per parameter per token (Kaplan et al.).
+            cfg.flops_per_token = 6.0 * sum(p.numel() for p in model.parameters())
+        self.pid = os.getpid()
+        self.identity = (cfg.job_id, cfg.attempt, cfg.rank, cfg.node, cfg.local_rank)
+        self.spool_dir = writer_dir(cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank, self.pid)
+        self.buffer = RecordBuffer(SPOOL_TABLES, cfg.buffer_capacity)
+        self._collectives = CollectiveRecorder(self.buffer)
+        self._writer = None
+        self._timer = StepTimer(self)
+        self._canary = Canary(self.device) if cfg.canary_every else None
+        self._pending: list[tuple[tuple, Any, Any, Any]] = []  # step rows awaiting CUDA scalars
+        self._pending_canary: list[tuple[int, float, torch.Tensor, Any]] = []  # (.., CUDA event)
+        self.last_step: int | None = None
+        self.steps_recorded = 0
+        self._first_step_seen = False
+        self._closed = False
+        self._reported_drops = 0
+        self._prev_excepthook: Callable | None = None
+        self._prev_sigterm: Any = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> "TrainingMonitor":
+        from triage.trainer_hooks.spool_writer import SpoolWriter
+
+        cfg = self.config
+        self._writer = SpoolWriter(self.spool_dir, self.identity, self.buffer,
+                                   min(cfg.flush_interval_s, cfg.heartbeat_interval_s), self._tick)
+        uuid = None
+        if _is_cuda(self.device):
+            uuid = "GPU-" + str(torch.cuda.get_device_properties(self.device).uuid)
+        self.buffer.put("ranks", (self.pid, cfg.local_rank, cfg.world_size, socket.gethostname(),
+                                  str(self.device), uuid, time.time()))
+        self.event("process_start", f"rank {cfg.rank} of {cfg.world_size} on {cfg.node}",
+                   pid=self.pid, device=str(self.device))
+        if cfg.collectives:
+            self._collectives.install()
+        if cfg.capture_uncaught:
+            self._prev_excepthook = sys.excepthook
+            sys.excepthook = self._excepthook
+            atexit.register(self._atexit)
+            if threading.current_thread() is threading.main_thread():
+                self._prev_sigterm = signal.getsignal(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._writer.start()
+        return self
+
+    def __enter__(self) -> "TrainingMonitor":
+        return self.start() if self._writer is None else self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None and not isinstance(exc, SystemExit):
+            self.record_exception(exc)
+        self.close()
+
+    def close(self) -> None:
+        """Record a clean exit and write everything that is buffered. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.event("exit", "process exiting", step=self.last_step)
+        self._collectives.uninstall()
+        if self._prev_excepthook is not None:
+            sys.excepthook = self._prev_excepthook
+        if self._writer is not None:
+            self._writer.close()
+
+    def init_done(self) -> None:
+        self.event("init_done", "initialisation finished")
+
+    # -- per step ------------------------------------------------------------------------------
+    def step(self, step: int, *, tokens: int = 0, samples: int = 0) -> StepTimer:
+        t = self._timer
+        t.step, t.tokens, t.samples = step, tokens, samples
+        return t
+
+    def _finish_step(self, t: StepTimer, duration: float) -> None:
+        cfg = self.config
+        if _is_cuda(self.device):
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        mfu = None
+        if cfg.flops_per_token and cfg.peak_flops and duration > 0 and t.tokens:
+            mfu = t.tokens * cfg.flops_per_token / duration / cfg.peak_flops
+        blocked = self._collectives.take_blocked()
+        base = (t.step, t._wall0, t._wall0 + duration, t._phase_s[0], t._phase_s[1], t._phase_s[2],
+                blocked, t.tokens, t.samples)
+        loss, gnorm = _host_scalar(t.loss), _host_scalar(t.grad_norm)
+        if callable(loss) or callable(gnorm):
+            self._pending.append((base, loss, gnorm, (peak, mfu)))
+        else:
+            self._emit_step(base, loss, gnorm, peak, mfu)
+        self.last_step = t.step
+        if not self._first_step_seen:
+            self._first_step_seen = True
+            self.event("first_step", f"first step {t.step} done in {duration:.3f} s", step=t.step)
+        if self._canary is not None and t.step % cfg.canary_every == 0:
+            result = self._canary.run()
+            ready = None
+            if result.is_cuda:
+                ready = torch.cuda.Event()
+                ready.record()
+            self._pending_canary.append((t.step, time.time(), result, ready))
+
+    def _emit_step(self, base: tuple, loss: float | None, gnorm: float | None,
+                   peak: int, mfu: float | None) -> None:
+        nonfinite = any(v is not None and not math.isfinite(v) for v in (loss, gnorm))
+        self.buffer.put("steps", base + (loss, gnorm, nonfinite, peak, mfu))
+        self.steps_recorded += 1
+        if nonfinite:
+            self.event("nonfinite", f"non-finite loss={loss} grad_norm={gnorm} at step {base[0]}",
+                       step=base[0], loss=str(loss), grad_norm=str(gnorm))
+
+    # -- events --------------------------------------------------------------------------------
+    def event(self, kind: str, message: str = "", step: int | None = None, **detail: Any) -> None:
+        self.buffer.put("events", (time.time(), kind, step, message,
+                                   json.dumps(detail, default=str) if detail else None))
+
+    def checkpoint_saved(self, step: int, started: float, nbytes: int | None, path: str) -> None:
+        """Blocking save time is badput; record begin and end with the bytes written."""
+        self.buffer.put("events", (started, "checkpoint_save_begin", step, path, None))
+        self.event("checkpoint_save_end", f"checkpoint at step {step} saved to {path}", step=step,
+                   bytes=nbytes, seconds=time.time() - started, path=path)
+
+    def checkpoint_loaded(self, step: int, started: float, path: str) -> None:
+        self.buffer.put("events", (started, "checkpoint_load_begin", step, path, None))
+        self.event("checkpoint_load_end", f"resumed from checkpoint at step {step} ({path})",
+                   step=step, seconds=time.time() - started, path=path)
+
+    def record_exception(self, exc: BaseException) -> None:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.event("exception", f"{type(exc).__name__}: {exc}", step=self.last_step,
+                   type=type(exc).__name__, traceback=tb)
+        if self._writer is not None:
+            self._writer.flush()
+
+    def _excepthook(self, exc_type: type, exc: BaseException, tb: Any) -> None:
+        if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            self.record_exception(exc)
+        (self._prev_excepthook or sys.__excepthook__)(exc_type, exc, tb)
+
+    def _atexit(self) -> None:
+        self.close()
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.event("sigterm", "SIGTERM received", step=self.last_step)
+        if self._writer is not None:
+            self._writer.flush()
+        prev = self._prev_sigterm
+        if callable(prev):
+            prev(signum, frame)
+        elif prev == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    # -- writer thread -------------------------------------------------------------------------
+    def _tick(self) -> None:
+        self._collectives.resolve_cuda()
+        if self._pending:
+            still = []
+            for base, loss, gnorm, (peak, mfu) in self._pending:
+                lv = loss() if callable(loss) else loss
+                gv = gnorm() if callable(gnorm) else gnorm
+                if (callable(loss) and lv is None) or (callable(gnorm) and gv is None):
+                    still.append((base, loss, gnorm, (peak, mfu)))
+                else:
+                    self._emit_step(base, lv, gv, peak, mfu)
+            self._pending = still
+        if self._pending_canary:
+            still_c = []
+            for step, when, result, ready in self._pending_canary:
+                if ready is not None and not ready.query():
+                    still_c.append((step, when, result, ready))
+                    continue
+                digest, total = Canary.digest(result)
+                self.buffer.put("events", (when, "canary", step, digest,
+                                           json.dumps({"digest": digest, "sum": total})))
+            self._pending_canary = still_c
+        dropped = sum(self.buffer.dropped.values())
+        if dropped > self._reported_drops:
+            self._reported_drops = dropped
+            self.event("telemetry_dropped", f"{dropped} telemetry records dropped: buffer full",
+                       **self.buffer.dropped)
+        inflight = self._collectives.oldest_inflight()
+        op, group, seq, since = inflight if inflight else (None, None, None, None)
+        self.buffer.put("heartbeats", (time.time(), self.last_step, self.pid, op, group, seq, since))

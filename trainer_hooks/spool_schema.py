@@ -1,0 +1,135 @@
+"""The per-rank spool: the on-disk contract between a training rank and the store.
+
+Each rank process appends to its own directory
+`<data_dir>/spool/<node>/<job_id>/<attempt>/rank<R>-<pid>/` immutable Parquet segments named
+`<seq:08d>.<table>.parquet`, each written under a dot-prefixed temporary name and renamed into
+place, so a reader sees a segment whole or not at all and a SIGKILL loses at most the rows not
+yet flushed. `seq` grows by one per segment of a writer (across tables), so an ingester can
+resume from the highest sequence number it has consumed for a writer directory.
+
+Every row carries the identity columns (ARCHITECTURE.md "Identity"); times are unix seconds
+(float64) from `time.time()`, durations seconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+IDENTITY_FIELDS = [
+    pa.field("job_id", pa.string(), nullable=False),
+    pa.field("attempt", pa.int32(), nullable=False),
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("node", pa.string(), nullable=False),
+    pa.field("gpu", pa.int32()),  # local GPU index; null on a CPU-only rank
+]
+
+
+def _schema(*fields: pa.Field) -> pa.Schema:
+    return pa.schema(IDENTITY_FIELDS + list(fields))
+
+
+#: One row per rank process start: who ran where (rank -> node, gpu, uuid, pid).
+RANKS = _schema(
+    pa.field("pid", pa.int32()),
+    pa.field("local_rank", pa.int32()),
+    pa.field("world_size", pa.int32()),
+    pa.field("hostname", pa.string()),
+    pa.field("device", pa.string()),  # "cpu", "cuda:0", ...
+    pa.field("gpu_uuid", pa.string()),
+    pa.field("start_time", pa.float64()),
+)
+
+#: One row per completed training step of a rank.
+STEPS = _schema(
+    pa.field("step", pa.int64()),
+    pa.field("start_time", pa.float64()),
+    pa.field("end_time", pa.float64()),
+    pa.field("data_wait_s", pa.float64()),
+    pa.field("compute_s", pa.float64()),  # forward + backward
+    pa.field("optimizer_s", pa.float64()),
+    pa.field("collective_wait_s", pa.float64()),  # time blocked in collectives within the step
+    pa.field("tokens", pa.int64()),
+    pa.field("samples", pa.int64()),
+    pa.field("loss", pa.float64()),
+    pa.field("grad_norm", pa.float64()),
+    pa.field("nonfinite", pa.bool_()),  # loss or grad-norm NaN/Inf
+    pa.field("peak_memory_bytes", pa.int64()),
+    pa.field("mfu", pa.float64()),  # null where the model's FLOPs or the peak are unknown
+)
+
+#: One row per collective a rank issued. `seq` counts per process group, so rows of different
+#: ranks with the same (group, seq) are the same collective: their enter times show who arrived
+#: last. busbw follows nccl-tests (algbw x the op's factor).
+COLLECTIVES = _schema(
+    pa.field("seq", pa.int64()),
+    pa.field("op", pa.string()),
+    pa.field("group", pa.string()),
+    pa.field("group_size", pa.int32()),
+    pa.field("bytes", pa.int64()),
+    pa.field("dtype", pa.string()),
+    pa.field("step", pa.int64()),
+    pa.field("enter_time", pa.float64()),
+    pa.field("end_time", pa.float64()),  # null while it never completed
+    pa.field("algbw_bytes_per_s", pa.float64()),
+    pa.field("busbw_bytes_per_s", pa.float64()),
+)
+
+#: Lifecycle and error events; `detail` is a JSON object (bytes of a checkpoint, a traceback...).
+EVENTS = _schema(
+    pa.field("time", pa.float64()),
+    pa.field("kind", pa.string()),
+    pa.field("step", pa.int64()),
+    pa.field("message", pa.string()),
+    pa.field("detail", pa.string()),
+)
+
+#: Liveness from a background thread, at least once a second, with the last completed step and
+#: the oldest collective this rank has entered but not finished (null when none): a hang shows
+#: as ranks waiting in (group, seq) while the culprit never entered it.
+HEARTBEATS = _schema(
+    pa.field("time", pa.float64()),
+    pa.field("step", pa.int64()),
+    pa.field("pid", pa.int32()),
+    pa.field("inflight_op", pa.string()),
+    pa.field("inflight_group", pa.string()),
+    pa.field("inflight_seq", pa.int64()),
+    pa.field("inflight_since", pa.float64()),
+)
+
+SPOOL_TABLES: dict[str, pa.Schema] = {
+    "ranks": RANKS,
+    "steps": STEPS,
+    "collectives": COLLECTIVES,
+    "events": EVENTS,
+    "heartbeats": HEARTBEATS,
+}
+
+#: Event kinds the hooks emit (the `kind` column of `events`).
+EVENT_KINDS = (
+    "process_start", "init_done", "first_step",
+    "checkpoint_save_begin", "checkpoint_save_end", "checkpoint_load_begin", "checkpoint_load_end",
+    "exception", "sigterm", "nonfinite", "canary", "telemetry_dropped", "telemetry_error", "exit",
+)
+
+SEGMENT_RE = re.compile(r"^(?P<seq>\d{8})\.(?P<table>[a-z_]+)\.parquet$")
+
+
+def writer_dir(data_dir: str | os.PathLike[str], node: str, job_id: str, attempt: int,
+               rank: int, pid: int) -> Path:
+    return Path(data_dir) / "spool" / node / job_id / str(attempt) / f"rank{rank}-{pid}"
+
+
+def segment_name(seq: int, table: str) -> str:
+    return f"{seq:08d}.{table}.parquet"
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """(seq, table) for a finished segment; None for temporaries and foreign files."""
+    m = SEGMENT_RE.match(name)
+    if not m or m["table"] not in SPOOL_TABLES:
+        return None
+    return int(m["seq"]), m["table"]

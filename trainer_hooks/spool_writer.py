@@ -1,0 +1,113 @@
+"""The background thread that turns buffered records into spool segments.
+
+Training threads only append tuples to a `RecordBuffer`; this thread, once per flush interval,
+adds the heartbeat, converts each table's rows to Arrow columns and writes one Parquet segment
+per non-empty table under a temporary name before renaming it into place (see spool_schema).
+A write that fails (disk full, spool unwritable) is reported once on stderr, the rows go back to
+the buffer to be retried, and training is never interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from triage.trainer_hooks.buffer import RecordBuffer
+from triage.trainer_hooks.spool_schema import IDENTITY_FIELDS, SPOOL_TABLES, segment_name
+
+_N_IDENTITY = len(IDENTITY_FIELDS)
+
+
+class SpoolWriter:
+    def __init__(self, directory: Path, identity: tuple, buffer: RecordBuffer,
+                 flush_interval_s: float, on_tick: Callable[[], None] | None = None) -> None:
+        if len(identity) != _N_IDENTITY:
+            raise ValueError(f"identity needs {_N_IDENTITY} values (job_id, attempt, rank, node, gpu)")
+        self.directory = directory
+        self.identity = identity
+        self.buffer = buffer
+        self.flush_interval_s = flush_interval_s
+        self.on_tick = on_tick
+        self.segments_written = 0
+        self.rows_written = 0
+        self.last_error: str | None = None
+        self._seq = 0
+        self._reported = False
+        self._flush_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="triage-spool-writer", daemon=True)
+
+    def start(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._report(exc)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
+            self.tick()
+
+    def tick(self) -> None:
+        if self.on_tick is not None:
+            try:
+                self.on_tick()
+            except Exception as exc:  # telemetry must never take the rank down
+                self._report(exc)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered row now. Safe to call from any thread (exit paths call it)."""
+        with self._flush_lock:
+            for table in self.buffer.tables():
+                rows = self.buffer.drain(table)
+                if not rows:
+                    continue
+                try:
+                    self._write(table, rows)
+                except Exception as exc:
+                    self.buffer.requeue_front(table, rows)
+                    self._report(exc)
+                    return
+            if self._reported and self.last_error is not None:
+                print(f"triage: telemetry spool {self.directory} is writable again", file=sys.stderr)
+                self.last_error = None
+                self._reported = False
+
+    def _write(self, table: str, rows: list[tuple]) -> None:
+        schema = SPOOL_TABLES[table]
+        n = len(rows)
+        columns = [pa.array([v] * n, type=f.type) for v, f in zip(self.identity, IDENTITY_FIELDS)]
+        for i, values in enumerate(zip(*rows)):
+            columns.append(pa.array(values, type=schema.field(_N_IDENTITY + i).type))
+        arrow = pa.Table.from_arrays(columns, schema=schema)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = segment_name(self._seq, table)
+        tmp = self.directory / f".{name}.tmp"
+        pq.write_table(arrow, tmp, compression="zstd")
+        os.rename(tmp, self.directory / name)
+        self._seq += 1
+        self.segments_written += 1
+        self.rows_written += n
+
+    def _report(self, exc: BaseException) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if not self._reported:
+            self._reported = True
+            print(f"triage: WARNING: cannot write telemetry to {self.directory}: {self.last_error}. "
+                  "Training continues; records are kept in memory (up to the buffer capacity) "
+                  "and written when the spool is writable again.", file=sys.stderr, flush=True)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread and write what is left; called on clean exit and on exceptions."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        self.tick()
