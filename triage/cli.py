@@ -17,6 +17,12 @@ from triage.config import ConfigError
 #: name -> (module under triage.commands, one-line help). A module defines
 #: `add_arguments(parser)`, `run(args) -> int` and a module docstring used as the description.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("train", "run the reference FSDP2 trainer under torchrun, with fault injection"),
+    "demo": ("demo", "run a small 4-rank, 2-node reference training job and show its summary"),
+    "jobs": ("jobs", "list jobs with status, attempts, ranks, steps and last progress"),
+    "classify": ("classify", "classify raw log files into the failure taxonomy"),
+    "analyze": ("analyze", "analyse one job: root cause, hangs, stragglers, GPU health, goodput"),
+    "bench": ("bench", "run a benchmark (classify, ...) and report its numbers"),
 }
 
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2

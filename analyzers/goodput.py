@@ -1,0 +1,155 @@
+"""Goodput: how much of the wall time since the job's first start went into useful steps.
+
+Google's goodput accounting: productive time is the step time the job kept, at most the ideal
+step time per step (ideal = mean of the step times <= median + 3 MAD, so a few slow steps do not
+raise the bar); the rest is badput, split by cause so an operator knows what to fix:
+initialization (process start -> first step, less checkpoint loading), blocking checkpoint saves,
+checkpoint loads, data wait, lost progress (steps a failed attempt computed that the next one had
+to redo), detection and restart (an attempt's last step -> the next one's first process start, or
+the end of a failed last attempt: a hang before the watchdog fires is spent here), straggler
+slowdown (time above the ideal step time), and `other` for the unaccounted rest.
+The recommended checkpoint interval is Daly's refinement of Young's sqrt(2 C MTBF).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from triage.store.job_data import JobData
+
+BADPUT_BUCKETS = ("initialization", "checkpoint_save", "checkpoint_load", "data_wait",
+                  "lost_progress", "detection_and_restart", "straggler_slowdown", "other")
+
+
+@dataclass
+class Goodput:
+    productive_s: float
+    total_s: float
+    badput: dict[str, float]
+    ideal_step_s: float | None = None
+    interruptions: int = 0
+    mtbf_s: float | None = None
+    checkpoint_cost_s: float | None = None
+    recommended_checkpoint_interval_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float | None:
+        return self.productive_s / self.total_s if self.total_s > 0 else None
+
+    def to_dict(self) -> dict[str, object]:
+        r = self.ratio
+        return {"ratio": None if r is None else round(r, 4),
+                "productive_s": round(self.productive_s, 3), "total_s": round(self.total_s, 3),
+                "badput": {k: round(v, 3) for k, v in self.badput.items()},
+                "ideal_step_s": self.ideal_step_s, "interruptions": self.interruptions,
+                "mtbf_s": self.mtbf_s, "checkpoint_cost_s": self.checkpoint_cost_s,
+                "notes": list(self.notes)}
+
+
+def young_interval(checkpoint_cost_s: float, mtbf_s: float) -> float:
+    """Young (1974): the checkpoint interval that minimises expected lost plus saving time."""
+    return math.sqrt(2.0 * checkpoint_cost_s * mtbf_s)
+
+
+def daly_interval(checkpoint_cost_s: float, mtbf_s: float) -> float:
+    """Daly (2006) higher-order form; equals Young's when the cost is small against the MTBF."""
+    c, m = checkpoint_cost_s, mtbf_s
+    if c >= 2.0 * m:
+        return m
+    x = c / (2.0 * m)
+    return young_interval(c, m) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - c
+
+
+def ideal_step_time(work_s: pd.Series) -> float | None:
+    """Mean of the step times <= median + 3 MAD (Google's goodput definition)."""
+    w = work_s.dropna()
+    if w.empty:
+        return None
+    med = w.median()
+    mad = (w - med).abs().median()
+    return float(w[w <= med + 3.0 * mad].mean())
+
+
+def _spans(events: pd.DataFrame, begin: str, end: str) -> pd.DataFrame:
+    """(attempt, step, start, end) of each save/load, from its first begin to its last end."""
+    ev = events[events["kind"].isin([begin, end])]
+    if ev.empty:
+        return pd.DataFrame(columns=["attempt", "step", "start", "end"])
+    g = ev.groupby(["attempt", "step"])
+    out = pd.DataFrame({
+        "start": ev[ev["kind"] == begin].groupby(["attempt", "step"])["time"].min(),
+        "end": ev[ev["kind"] == end].groupby(["attempt", "step"])["time"].max(),
+    }).reindex(g.size().index).dropna().reset_index()
+    return out[out["end"] >= out["start"]]
+
+
+def _redone(timeline: pd.DataFrame, attempts: list[int]) -> pd.Series:
+    """True for steps an attempt computed that a later attempt computed again."""
+    first_step = timeline.groupby("attempt")["step"].min()
+    redone = pd.Series(False, index=timeline.index)
+    for i, a in enumerate(attempts):
+        later = [first_step[b] for b in attempts[i + 1:] if b in first_step.index]
+        if later:
+            resume = later[0]
+            redone |= (timeline["attempt"] == a) & (timeline["step"] >= resume)
+    return redone
+
+
+def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
+    """`failed_attempts`: those that ended in a fault or preemption (for the MTBF, and because
+    the time from their last step to their end was spent detecting the failure)."""
+    interruptions = len(failed_attempts)
+    span = job.span()
+    buckets = dict.fromkeys(BADPUT_BUCKETS, 0.0)
+    if span is None:
+        return Goodput(0.0, 0.0, buckets, notes=["no telemetry for this job"])
+    total = span[1] - span[0]
+    attempts = job.attempts
+    tl = job.step_timeline.copy()
+    tl["wall"] = (tl["end"] - tl["start"]).clip(lower=0)
+    tl["data"] = tl["data_wait_s"].fillna(0.0).clip(lower=0)
+    tl["work"] = (tl["wall"] - tl["data"]).clip(lower=0)
+    redone = _redone(tl, attempts)
+    kept = tl[~redone]
+    ideal = ideal_step_time(kept["work"])
+    productive = float(kept["work"].clip(upper=ideal).sum()) if ideal is not None else 0.0
+    buckets["straggler_slowdown"] = float(kept["work"].sum()) - productive
+    buckets["data_wait"] = float(kept["data"].sum())
+    buckets["lost_progress"] = float(tl.loc[redone, "wall"].sum())
+    saves = _spans(job.events, "checkpoint_save_begin", "checkpoint_save_end")
+    loads = _spans(job.events, "checkpoint_load_begin", "checkpoint_load_end")
+    buckets["checkpoint_save"] = float((saves["end"] - saves["start"]).sum())
+    buckets["checkpoint_load"] = float((loads["end"] - loads["start"]).sum())
+    for i, a in enumerate(attempts):
+        s = job.attempt_span(a)
+        if s is None:
+            continue
+        steps = tl[tl["attempt"] == a]
+        first = float(steps["start"].min()) if not steps.empty else s[1]
+        last = float(steps["end"].max()) if not steps.empty else s[1]
+        loading = loads[(loads["attempt"] == a) & (loads["end"] <= first)]
+        buckets["initialization"] += max(
+            0.0, first - s[0] - float((loading["end"] - loading["start"]).sum()))
+        nxt = job.attempt_span(attempts[i + 1]) if i + 1 < len(attempts) else None
+        if nxt is not None:
+            buckets["detection_and_restart"] += max(0.0, nxt[0] - last)
+        elif a in failed_attempts:
+            buckets["detection_and_restart"] += max(0.0, s[1] - last)
+    buckets["other"] = max(0.0, total - productive - sum(buckets.values()))
+    g = Goodput(productive, total, buckets, ideal, interruptions)
+    if not saves.empty:
+        g.checkpoint_cost_s = float((saves["end"] - saves["start"]).median())
+    if interruptions:
+        g.mtbf_s = total / interruptions
+    if g.checkpoint_cost_s is None:
+        g.notes.append("no checkpoint save recorded: no checkpoint interval can be recommended")
+    elif g.mtbf_s is None:
+        g.notes.append("no failure observed yet: the MTBF, and so the optimal checkpoint "
+                       "interval, is unknown")
+    else:
+        g.recommended_checkpoint_interval_s = daly_interval(g.checkpoint_cost_s, g.mtbf_s)
+    return g

@@ -1,0 +1,178 @@
+"""GPU health from the agent: Xids, lost GPUs, ECC and row remapping, NVLink, PCIe, throttling.
+
+Each finding is tied to the job's ranks on that (node, gpu), so root cause can let the hardware
+fault outrank the software error the same rank printed. Xids are grouped into bursts per GPU
+(FIELD-NOTES.md: < 3 min of silence) and a burst is named after its most severe Xid, mapped with
+the classifier's Xid table so both paths agree. Xid 74 can be sympathetic to the GPU at the other
+end of the link: when several GPUs of a node report it together, the node is blamed, not one GPU.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pandas as pd
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.findings import Finding, clock, gpu_culprit, where
+from triage.analyzers.log_signatures import XID_TABLE
+from triage.collectors.records import CLOCK_EVENT_BITS
+from triage.store.job_data import JobData
+from triage.taxonomy import Category
+from triage.verdict import Evidence, Verdict
+
+#: Xids that record a fault the GPU survived (row remap pending, high single-bit rate): worth an
+#: incident, never the reason an attempt ended.
+NON_FATAL_XIDS = frozenset({63, 92})
+_NVLINK_XID = 74
+
+
+def _xid_meaning(row: pd.Series) -> tuple[Category, float, str] | None:
+    if row["kind"] == "gpu_lost":
+        return Category.GPU_FALLEN_OFF_BUS, 0.9, "GPU is lost"
+    if pd.isna(row["xid"]) or int(row["xid"]) not in XID_TABLE:
+        return None
+    category, strength, meaning = XID_TABLE[int(row["xid"])]
+    return None if category is None else (category, strength, meaning)
+
+
+def _bursts(events: pd.DataFrame, gap_s: float) -> list[pd.DataFrame]:
+    out = []
+    for _, g in events.groupby(["node", "gpu"], dropna=False, sort=True):
+        g = g.sort_values("time")
+        burst_id = (g["time"].diff() > gap_s).cumsum()
+        out.extend(b for _, b in g.groupby(burst_id))
+    return out
+
+
+def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    ev = job.gpu_events
+    if ev.empty:
+        return []
+    bursts = []
+    for burst in _bursts(ev, cfg.xid_burst_gap_s):
+        rated = [(m, row) for _, row in burst.iterrows() if (m := _xid_meaning(row)) is not None]
+        if rated:
+            (category, strength, meaning), worst = max(rated, key=lambda mr: (mr[0][1], -mr[1]["time"]))
+            bursts.append((category, strength, meaning, worst, burst))
+    nvlink_nodes = _nvlink_shared_nodes(bursts, cfg.xid_burst_gap_s)
+    findings = []
+    node_level: dict[str, Finding] = {}
+    for category, strength, meaning, worst, burst in sorted(bursts, key=lambda b: b[4]["time"].min()):
+        node = str(worst["node"])
+        gpu = None if pd.isna(worst["gpu"]) else int(worst["gpu"])
+        xid = None if pd.isna(worst["xid"]) else int(worst["xid"])
+        t = float(burst["time"].min())
+        attempt = job.attempt_at(t)
+        if xid == _NVLINK_XID and node in nvlink_nodes:
+            if node in node_level:  # one node-level incident, with every GPU's lines
+                f = node_level[node]
+                f.verdict.evidence.extend(Evidence(str(r["text"]), str(r["source"]),
+                                                   float(r["time"])) for _, r in burst.head(5).iterrows())
+                continue
+            gpu, strength = None, min(strength, 0.7)
+        uuid = worst["uuid"] if gpu is not None and isinstance(worst["uuid"], str) else None
+        culprit, ranks = gpu_culprit(job, attempt, node, gpu, uuid)
+        code = f"Xid {xid}" if xid is not None else "NVML"
+        shared = " (several GPUs of the node report it)" if gpu is None and xid == _NVLINK_XID else ""
+        summary = f"{where(culprit, ranks)} reported {code}: {meaning}{shared} at {clock(t)}"
+        evidence = [Evidence(str(r["text"]), str(r["source"]), float(r["time"]))
+                    for _, r in burst.head(10).iterrows()]
+        verdict = Verdict(category, strength, summary, culprit, t, evidence)
+        findings.append(Finding(attempt, verdict, fatal=xid not in NON_FATAL_XIDS, ranks=ranks))
+        if gpu is None and xid == _NVLINK_XID:
+            node_level[node] = findings[-1]
+    return findings
+
+
+def _nvlink_shared_nodes(bursts: list, gap_s: float) -> set[str]:
+    """Nodes where Xid 74 bursts on more than one GPU overlap in time."""
+    by_node: dict[str, list[tuple[float, float, object]]] = defaultdict(list)
+    for _, _, _, worst, burst in bursts:
+        if not pd.isna(worst["xid"]) and int(worst["xid"]) == _NVLINK_XID:
+            by_node[str(worst["node"])].append((burst["time"].min(), burst["time"].max(),
+                                                worst["gpu"]))
+    shared = set()
+    for node, spans in by_node.items():
+        for i, (s1, e1, g1) in enumerate(spans):
+            if any(g1 != g2 and s2 <= e1 + gap_s and s1 <= e2 + gap_s
+                   for s2, e2, g2 in spans[i + 1:]):
+                shared.add(node)
+    return shared
+
+
+def _reasons(mask: int) -> str:
+    names = [name.removeprefix("clock_event_").replace("_", " ")
+             for name, bit in CLOCK_EVENT_BITS.items() if mask & bit]
+    return ", ".join(names) or "none"
+
+
+def throttled_gpus(job: JobData, cfg: AnalyzerConfig) -> pd.DataFrame:
+    """Rows of `job.gpu_health` whose health throttle reasons were sustained."""
+    h = job.gpu_health
+    if h.empty:
+        return h
+    share = h["throttled_samples"] / h["samples"].clip(lower=1)
+    return h[(h["throttled_samples"] >= cfg.throttle_min_samples)
+             & (share >= cfg.throttle_min_share)]
+
+
+def sample_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    """What the periodic NVML samples show: lost GPU, ECC, remaps, NVLink, PCIe, throttling."""
+    findings: list[Finding] = []
+    throttled = set(map(tuple, throttled_gpus(job, cfg)[["node", "gpu"]].values.tolist()))
+    for _, g in job.gpu_health.iterrows():
+        node, gpu = str(g["node"]), int(g["gpu"])
+        uuid = g["uuid"] if isinstance(g["uuid"], str) else None
+
+        def add(category: Category, confidence: float, t: float, what: str, text: str,
+                fatal: bool) -> None:
+            attempt = job.attempt_at(t)
+            culprit, ranks = gpu_culprit(job, attempt, node, gpu, uuid)
+            findings.append(Finding(attempt, Verdict(
+                category, confidence, f"{where(culprit, ranks)} {what} at {clock(t)}", culprit,
+                t, [Evidence(text, "nvml", t)]), fatal=fatal, ranks=ranks))
+
+        if pd.notna(g["lost_time"]):
+            add(Category.GPU_FALLEN_OFF_BUS, 0.9, g["lost_time"], "stopped answering NVML",
+                "NVML: GPU is lost", True)
+        if pd.notna(g["ecc_first"]):
+            grew = _n(g["ecc_uncorrected"]) > _n(g["ecc_uncorrected_at_start"])
+            add(Category.GPU_MEMORY_ERROR, 0.85 if grew else 0.6, g["ecc_first"],
+                f"had {int(g['ecc_uncorrected'])} uncorrectable ECC error(s)",
+                f"ecc_uncorrected_volatile={int(g['ecc_uncorrected'])}", bool(grew))
+        if pd.notna(g["remap_failure_first"]):
+            add(Category.GPU_MEMORY_ERROR, 0.9, g["remap_failure_first"],
+                "failed to remap a memory row (RMA candidate)", "remapped_rows_failure=true", True)
+        if pd.notna(g["nvlink_first"]):
+            add(Category.NVLINK_ERROR, 0.7 if _n(g["nvlink_recovery_growth"]) > 0 else 0.6,
+                g["nvlink_first"], "saw NVLink error counters rise",
+                f"nvlink crc +{_n(g['nvlink_crc_growth'])}, replay +{_n(g['nvlink_replay_growth'])},"
+                f" recovery +{_n(g['nvlink_recovery_growth'])}", False)
+        if pd.notna(g["pcie_width_first"]):
+            add(Category.PCIE_ERROR, 0.7, g["pcie_width_first"],
+                f"ran its PCIe link at x{_n(g['pcie_link_width'])} of x{_n(g['pcie_link_width_max'])}",
+                f"pcie_link_width={_n(g['pcie_link_width'])} max={_n(g['pcie_link_width_max'])}",
+                False)
+        if pd.notna(g["pcie_replay_first"]):
+            add(Category.PCIE_ERROR, 0.6, g["pcie_replay_first"],
+                f"saw {_n(g['pcie_replay_growth'])} PCIe replays",
+                f"pcie_replay_total +{_n(g['pcie_replay_growth'])}", False)
+        if (node, gpu) in throttled:
+            share = g["throttled_samples"] / max(1, g["samples"])
+            temp = (f", up to {g['max_temperature_celsius']:.0f} C"
+                    if pd.notna(g["max_temperature_celsius"]) else "")
+            add(Category.GPU_THROTTLING, min(0.95, 0.6 + 0.4 * share), g["throttle_first"],
+                f"was throttled ({_reasons(int(g['throttle_reasons']))}) in {share:.0%} of "
+                f"samples{temp}, from",
+                f"clock_event_reasons={int(g['throttle_reasons']):#x} in "
+                f"{int(g['throttled_samples'])}/{int(g['samples'])} samples", False)
+    return findings
+
+
+def _n(v: object) -> int:
+    return 0 if v is None or pd.isna(v) else int(v)  # type: ignore[arg-type]
+
+
+def gpu_health_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    return xid_findings(job, cfg) + sample_findings(job, cfg)

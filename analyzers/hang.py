@@ -1,0 +1,117 @@
+"""Hangs: no step progress for far longer than a step takes, while the processes still live.
+
+PyTorch's watchdog waits 10 minutes by default and then only says that a collective timed out.
+Heartbeats say more: each carries the oldest collective its rank entered and has not finished,
+(group, seq); the ranks of that group whose last entered seq is below it never arrived, and
+they are the culprit. The stall threshold adapts to the job: max(`hang_min_s`,
+`hang_step_factor` x the median step time), so a 30 s step does not read as a hang.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.findings import (
+    Finding, clock, common_node, rank_culprit, ranks_phrase, where,
+)
+from triage.store.job_data import JobData
+from triage.taxonomy import Category
+from triage.verdict import Culprit, Evidence, Verdict
+
+
+def analysis_time(cfg: AnalyzerConfig) -> float:
+    """`cfg.now`; without one the analysis is a post-mortem: no rank counts as alive any more."""
+    return math.inf if cfg.now is None else cfg.now
+
+
+def stall_threshold(job: JobData, attempt: int, cfg: AnalyzerConfig) -> float:
+    rs = job.rank_steps[job.rank_steps["attempt"] == attempt]["median_step_s"].dropna()
+    p50 = float(rs.median()) if not rs.empty else 0.0
+    return max(cfg.hang_min_s, cfg.hang_step_factor * p50)
+
+
+def _stalls(job: JobData, attempt: int, cfg: AnalyzerConfig) -> pd.DataFrame:
+    """Per rank with heartbeats: last progress, alive-until, stall seconds, in-flight collective."""
+    now = analysis_time(cfg)
+    hb = job.heartbeats[job.heartbeats["attempt"] == attempt].set_index("rank")
+    rs = job.rank_steps[job.rank_steps["attempt"] == attempt].set_index("rank")
+    starts = job.ranks[job.ranks["attempt"] == attempt].set_index("rank")["start_time"]
+    out = hb[["time", "inflight_op", "inflight_group", "inflight_seq", "inflight_since"]].copy()
+    out["alive"] = (now - out["time"]) < cfg.heartbeat_stale_s
+    out["alive_until"] = out["time"].where(~out["alive"], now)
+    progress = rs["last_end"].reindex(out.index)
+    fallback = starts.reindex(out.index).fillna(hb["first_time"])
+    out["last_progress"] = progress.fillna(fallback)
+    out["stall_s"] = out["alive_until"] - out["last_progress"]
+    return out
+
+
+def hang_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    findings = []
+    for attempt in job.attempts:
+        f = _attempt_hang(job, attempt, cfg)
+        if f is not None:
+            findings.append(f)
+    return findings
+
+
+def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | None:
+    st = _stalls(job, attempt, cfg)
+    threshold = stall_threshold(job, attempt, cfg)
+    stalled = st[st["stall_s"] > threshold]
+    if stalled.empty:
+        return None
+    waiting = stalled.dropna(subset=["inflight_group", "inflight_seq"])
+    if waiting.empty:
+        t = float(stalled["last_progress"].min())
+        ranks = sorted(int(r) for r in stalled.index)
+        return Finding(attempt, Verdict(
+            Category.COLLECTIVE_TIMEOUT, 0.55,
+            f"{ranks_phrase(ranks)} made no step progress for "
+            f"{stalled['stall_s'].max():.0f} s (threshold {threshold:.0f} s) while still "
+            f"heartbeating, outside any recorded collective; last progress at {clock(t)}",
+            Culprit(), t, [Evidence(f"rank {int(r)}: no step since {clock(row['last_progress'])}, "
+                                    f"last heartbeat {clock(row['time'])}", "heartbeats",
+                                    float(row["time"]), int(r))
+                           for r, row in stalled.head(10).iterrows()]),
+            fatal=True, ranks=tuple(ranks))
+    key = waiting.groupby(["inflight_group", "inflight_seq"]).size().idxmax()
+    group, seq = str(key[0]), int(key[1])
+    waiters = waiting[(waiting["inflight_group"] == group) & (waiting["inflight_seq"] == seq)]
+    op = str(waiters["inflight_op"].iloc[0])
+    since = float(waiters["inflight_since"].min())
+    lc = job.last_collectives
+    members = lc[(lc["attempt"] == attempt) & (lc["group"] == group)].set_index("rank")
+    missing = members[members["last_entered_seq"] < seq]
+    culprits = sorted(int(r) for r in missing.index)
+    waited_s = float((waiters["alive_until"] - waiters["inflight_since"]).max())
+    waiter_ranks = sorted(int(r) for r in waiters.index)
+    evidence = [Evidence(f"rank {int(r)} waiting in {op} #{seq} (group {group}) since "
+                         f"{clock(row['inflight_since'])}", "heartbeats", float(row["time"]), int(r))
+                for r, row in waiters.head(5).iterrows()]
+    for r, row in missing.head(5).iterrows():
+        hb = st["time"].get(r)
+        seen = f", last heartbeat at {clock(hb)}" if hb is not None and not math.isnan(hb) else ""
+        evidence.append(Evidence(
+            f"rank {int(r)} last entered {row['last_op']} #{int(row['last_entered_seq'])} "
+            f"(group {group}){seen}", "collectives", float(row["last_enter_time"]), int(r)))
+    consequences = [f"rank {int(r)}: waiting in {op} #{seq} (group {group}) since "
+                    f"{clock(row['inflight_since'])}" for r, row in waiters.iterrows()][:50]
+    if culprits and len(culprits) * 2 < len(members):
+        culprit = (rank_culprit(job, attempt, culprits[0]) if len(culprits) == 1
+                   else common_node(job, attempt, culprits))
+        summary = (f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
+                   f"{waited_s:.0f} s from {clock(since)}, waiting for {where(culprit, culprits)},"
+                   f" which never entered it")
+        return Finding(attempt, Verdict(Category.COLLECTIVE_TIMEOUT, 0.85, summary, culprit, since,
+                                        evidence, consequences),
+                       fatal=True, ranks=tuple(culprits + waiter_ranks))
+    summary = (f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
+               f"{waited_s:.0f} s from {clock(since)}; every member entered it, so the "
+               f"transport or a kernel on one of them stalled")
+    return Finding(attempt, Verdict(Category.COLLECTIVE_TIMEOUT, 0.6, summary, Culprit(), since,
+                                    evidence, consequences), fatal=True, ranks=tuple(waiter_ranks))
+

@@ -1,0 +1,160 @@
+"""`analyze_job`: every analyzer over one job snapshot, merged into what a face shows.
+
+The result is what `triage analyze --json` prints and what the dashboard and supervisor read:
+job status, attempts, incidents (one root cause per failed attempt, plus non-fatal findings),
+goodput with its badput buckets, per-rank straggler scores and per-GPU health.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.findings import Finding
+from triage.analyzers.goodput import Goodput, compute_goodput
+from triage.analyzers.gpu_health import gpu_health_findings, throttled_gpus
+from triage.analyzers.hang import analysis_time, hang_findings
+from triage.analyzers.lifecycle import lifecycle_findings
+from triage.analyzers.log_events import log_findings
+from triage.analyzers.numerical import numerical_findings
+from triage.analyzers.root_cause import Incident, attribute
+from triage.analyzers.sdc import sdc_findings
+from triage.analyzers.straggler import RankScore, straggler_analysis
+from triage.store.job_data import JobData
+from triage.taxonomy import Category
+
+#: Attempt and job statuses: the store's (running, completed, failed, preempted) plus `hung`,
+#: a running attempt whose ranks live but make no progress.
+STATUSES = ("running", "hung", "completed", "failed", "preempted")
+
+
+@dataclass
+class AttemptSummary:
+    attempt: int
+    status: str
+    ranks: int
+    nodes: list[str]
+    start: float | None
+    end: float | None
+    first_step: int | None
+    last_step: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class JobAnalysis:
+    job_id: str
+    status: str
+    attempts: list[AttemptSummary]
+    incidents: list[Incident]
+    goodput: Goodput
+    stragglers: list[RankScore]
+    gpus: list[dict[str, object]]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "incidents": [i.to_dict() for i in self.incidents],
+            "goodput": self.goodput.to_dict(),
+            "stragglers": [s.to_dict() for s in self.stragglers],
+            "gpus": self.gpus,
+            "recommended_checkpoint_interval_s": self.goodput.recommended_checkpoint_interval_s,
+        }
+
+
+def _alive(job: JobData, attempt: int, cfg: AnalyzerConfig) -> bool:
+    hb = job.heartbeats.loc[job.heartbeats["attempt"] == attempt, "time"]
+    return not hb.empty and analysis_time(cfg) - float(hb.max()) < cfg.heartbeat_stale_s
+
+
+def _all_exited(job: JobData, attempt: int) -> bool:
+    ranks = set(job.ranks.loc[job.ranks["attempt"] == attempt, "rank"].astype(int))
+    ev = job.events
+    exited = set(ev.loc[(ev["attempt"] == attempt) & (ev["kind"] == "exit"), "rank"]
+                 .dropna().astype(int))
+    return bool(ranks) and ranks <= exited
+
+
+def _status(job: JobData, attempt: int, root: Incident | None, alive: bool) -> str:
+    out = job.attempt_outcomes
+    row = out[out["attempt"] == attempt]
+    if not row.empty and isinstance(row["status"].iloc[0], str):
+        return str(row["status"].iloc[0])
+    if root is not None:
+        if root.verdict.category is Category.PREEMPTION:
+            return "preempted"
+        hang = root.verdict.category is Category.COLLECTIVE_TIMEOUT and alive
+        return "hung" if hang else "failed"
+    if alive:
+        return "running"
+    return "completed" if _all_exited(job, attempt) else "failed"
+
+
+def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
+    r = job.ranks[job.ranks["attempt"] == attempt]
+    rs = job.rank_steps[job.rank_steps["attempt"] == attempt]
+    span = job.attempt_span(attempt)
+    return AttemptSummary(
+        attempt, status, int(r["rank"].nunique()), sorted(str(n) for n in r["node"].unique()),
+        span[0] if span else None, span[1] if span else None,
+        int(rs["first_step"].min()) if not rs.empty else None,
+        int(rs["last_step"].max()) if not rs.empty else None)
+
+
+def _gpu_table(job: JobData, cfg: AnalyzerConfig) -> list[dict[str, object]]:
+    """Per (node, gpu) of the job: its ranks, temperature, throttling, ECC and Xid counts."""
+    if job.ranks.empty:
+        return []
+    last = job.ranks[job.ranks["attempt"] == job.attempts[-1]]
+    health = job.gpu_health.set_index(["node", "gpu"]) if not job.gpu_health.empty else None
+    throttled = {tuple(x) for x in throttled_gpus(job, cfg)[["node", "gpu"]].values.tolist()}
+    xids = job.gpu_events.dropna(subset=["gpu"]).groupby(["node", "gpu"]).size()
+    rows = []
+    for (node, gpu), on in last.dropna(subset=["gpu"]).groupby(["node", "gpu"]):
+        key = (node, int(gpu))
+        h = health.loc[key] if health is not None and key in health.index else None
+        rows.append({
+            "node": str(node), "gpu": int(gpu),
+            "uuid": next((u for u in on["gpu_uuid"] if isinstance(u, str)), None),
+            "ranks": sorted(int(x) for x in on["rank"]),
+            "samples": int(h["samples"]) if h is not None else 0,
+            "max_temperature_celsius": _num(h, "max_temperature_celsius"),
+            "throttled_share": (round(float(h["throttled_samples"]) / max(1, int(h["samples"])), 3)
+                                if h is not None else None),
+            "throttling": key in throttled,
+            "ecc_uncorrected": _num(h, "ecc_uncorrected"),
+            "xid_events": int(xids.get(key, 0)),
+            "lost": bool(h is not None and pd.notna(h["lost_time"])),
+        })
+    return rows
+
+
+def _num(h: pd.Series | None, col: str) -> float | None:
+    return None if h is None or pd.isna(h[col]) else float(h[col])
+
+
+def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
+    stragglers = straggler_analysis(job, cfg)
+    findings: list[Finding] = [
+        *gpu_health_findings(job, cfg), *numerical_findings(job, cfg), *sdc_findings(job, cfg),
+        *hang_findings(job, cfg), *log_findings(job, cfg), *lifecycle_findings(job, cfg),
+        *stragglers.findings,
+    ]
+    alive = {a: _alive(job, a, cfg) for a in job.attempts}
+    ended_silently = {a for a in job.attempts if not alive[a] and not _all_exited(job, a)}
+    incidents = attribute(job, findings, cfg, ended_silently)
+    roots = {i.attempt: i for i in incidents if i.root}
+    attempts = [_attempt_summary(job, a, _status(job, a, roots.get(a), alive[a]))
+                for a in job.attempts]
+    goodput = compute_goodput(job, {a for a in job.attempts if a in roots and not alive[a]})
+    latest = max((s.attempt for s in stragglers.scores), default=None)
+    return JobAnalysis(job.job_id, attempts[-1].status if attempts else "failed", attempts,
+                       incidents, goodput,
+                       [s for s in stragglers.scores if s.attempt == latest],
+                       _gpu_table(job, cfg))

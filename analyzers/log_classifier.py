@@ -1,0 +1,345 @@
+"""Classify raw log lines (exceptions, stderr, kernel log) into the failure taxonomy.
+
+Two levels, both pure: `classify_line` names what one line says (category, strength, signature,
+and the rank/node/GPU printed on it) so that cross-rank analyzers can reuse it; `classify_lines`
+(or the streaming `LogClassifier` behind it) reads a whole log and applies the attribution rules
+of failure-taxonomy.md: root cause, not symptom; a hardware fault on the GPU or host wins over
+the software errors it causes (kernel and application logs share no clock, so "within the
+correlation window" is the whole log); otherwise the earliest causal line wins; the watchdog
+timeouts and peer resets every other rank prints are consequences, never the cause.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from triage.analyzers.log_signatures import (
+    APP_SIDE_XIDS,
+    KEYWORDS_RE,
+    SIGNATURES,
+    SIGNATURES_BY_KEYWORD,
+    XID_RE,
+    XID_TABLE,
+)
+from triage.config import ConfigError
+from triage.taxonomy import DEFAULT_CONFIDENCE_THRESHOLD, Category, Layer
+from triage.verdict import Culprit, Evidence, Verdict
+
+#: Longest line text kept in evidence; a pathological multi-megabyte line is cut, not stored.
+MAX_TEXT = 500
+#: Matches kept per signature: the earliest ones decide, the rest are only counted.
+MAX_KEPT_PER_SIGNATURE = 50
+
+
+@dataclass
+class LogClassifierConfig:
+    threshold: float = field(default=DEFAULT_CONFIDENCE_THRESHOLD, metadata={
+        "help": "confidence below which the verdict is `unknown`"})
+    max_evidence: int = field(default=10, metadata={
+        "help": "most evidence lines reported per verdict"})
+    max_consequences: int = field(default=20, metadata={
+        "help": "most consequence lines reported per verdict"})
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"--threshold must lie in [0, 1], got {self.threshold}")
+        if self.max_evidence < 1:
+            raise ConfigError(f"--max-evidence must be at least 1, got {self.max_evidence}")
+        if self.max_consequences < 0:
+            raise ConfigError(f"--max-consequences must be >= 0, got {self.max_consequences}")
+
+
+@dataclass(frozen=True)
+class LineMatch:
+    """What one log line says. `strength` is the confidence the line gives on its own."""
+
+    category: Category
+    strength: float
+    signature: str
+    description: str
+    symptom: bool = False
+    rank: int | None = None
+    node: str | None = None
+    gpu: int | None = None
+    pci: str | None = None
+    xid: int | None = None
+
+
+# --- culprit forms ---------------------------------------------------------------------------
+#: Leading `[rank3]:` / `[default3]:` (torchrun --tee / PyTorch), mpirun's `[1,3]<stderr>:`
+#: (after an ISO timestamp) and pasted `[1234]` line numbers.
+_PREFIX_RE = re.compile(r"^(?:\S+Z: )?(?:\s*\[(?:(?:rank|default)?\d+|\d+,\d+)\](?:<std(?:out|err)>)?:?)+\s*",
+                        re.IGNORECASE)
+_RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:",
+                             re.IGNORECASE)
+_RANK_RES = (
+    re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),         # [Rank 3], [PG 0 (default_pg) Rank 3]
+    re.compile(r"\(RANK (\d+)\)"),                          # DCP: "(RANK 2)"
+    re.compile(r"^\s*rank\s*:\s*(\d+)"),                    # torchrun summary "rank : 3 (local"
+    re.compile(r"\blocal_rank: (\d+) \(pid"),               # torchrun "failed (...) local_rank: 3"
+    re.compile(r"(?<![\w.])Rank (\d+)\b(?! Skipping)"),     # "Rank 3" in prose
+)
+_NODE_RES = (
+    re.compile(r"^\s*host\s*:\s*(\S+)"),                                     # torchrun summary
+    re.compile(r"^(?:\w{3}\s+\d+\s+[\d:]{8}|\d{4}-\d\d-\d\dT\S+)\s+(\S+)\s+kernel:"),  # syslog
+    re.compile(r"\bJOB \d+ ON (\S+) CANCELLED"),                              # slurmstepd
+    re.compile(r"\bSTEP [\d.]+ ON (\S+) CANCELLED"),
+    re.compile(r"srun: error: (\S+): tasks? [\d-]+"),
+    re.compile(r"Node failure on (\S+)"),
+)
+#: NCCL's `host:pid:tid [cudaDev] NCCL WARN ...`
+_NCCL_RE = re.compile(r"^(?:\S+ )?([A-Za-z][\w.-]*):\d+:\d+ \[(\d+)\]")
+_GPU_RES = (re.compile(r"\bcuda:(\d+)"), re.compile(r"\bGPU ?(\d+)\b(?![:.]\d)"))
+_PCI_RE = re.compile(r"\b((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.\d)\b", re.IGNORECASE)
+
+
+def _first_int(patterns: Iterable[re.Pattern[str]], text: str) -> int | None:
+    for p in patterns:
+        m = p.search(text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _culprit_fields(raw: str, body: str) -> tuple[int | None, str | None, int | None, str | None]:
+    m = _RANK_PREFIX_RE.search(raw[:64])
+    rank = int(m.group(1) or m.group(2)) if m else _first_int(_RANK_RES, body)
+    node = gpu = None
+    nccl = _NCCL_RE.match(body)
+    if nccl:
+        node, gpu = nccl.group(1), int(nccl.group(2))
+    if node is None:
+        for p in _NODE_RES:
+            nm = p.search(body)
+            if nm:
+                node = nm.group(1).rstrip(":,")
+                break
+    if gpu is None:
+        gpu = _first_int(_GPU_RES, body)
+    pm = _PCI_RE.search(body)
+    return rank, node, gpu, (pm.group(1).lower() if pm else None)
+
+
+#: Table order breaks ties in strength: the more specific rows come first.
+_ORDER = {sig: i for i, sig in enumerate(SIGNATURES)}
+
+
+def classify_line(text: str) -> LineMatch | None:
+    """The strongest signature on one line, with the rank/node/GPU the line itself prints."""
+    found = set(KEYWORDS_RE.findall(text.lower()))
+    if not found or " NCCL INFO " in text:
+        return None  # NCCL INFO lines report normal set-up, even "cannot open shared object"
+    body = _PREFIX_RE.sub("", text, count=1)
+    candidates = {sig for k in found for sig in SIGNATURES_BY_KEYWORD[k]}
+    best: tuple[float, str, Category, str, bool, int | None, str | None] | None = None
+    for sig in sorted(candidates, key=_ORDER.__getitem__):
+        if sig.regex.search(body):
+            if best is None or sig.strength > best[0]:
+                best = (sig.strength, sig.id, sig.category, sig.description, sig.symptom, None,
+                        None)
+    xid_pci = None
+    if "xid" in found:
+        xm = XID_RE.search(body)
+        if xm and int(xm.group("code")) in XID_TABLE:
+            code = int(xm.group("code"))
+            category, strength, meaning = XID_TABLE[code]
+            xid_pci = xm.group("pci")
+            if category is not None and (best is None or strength >= best[0]):
+                best = (strength, f"xid-{code}", category, f"Xid {code}: {meaning}", False, code,
+                        xid_pci)
+    if best is None:
+        return None
+    strength, sig_id, category, description, symptom, xid, _ = best
+    rank, node, gpu, pci = _culprit_fields(text, body)
+    return LineMatch(category, strength, sig_id, description, symptom, rank, node, gpu,
+                     (xid_pci.lower() if xid_pci else pci), xid)
+
+
+@dataclass(frozen=True)
+class _Hit:
+    line: int
+    text: str
+    match: LineMatch
+
+
+_HARDWARE_LAYERS = (Layer.GPU, Layer.HOST)
+_ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
+
+
+class LogClassifier:
+    """Streaming form of `classify_lines`: feed lines one by one, then ask for the verdict.
+
+    Memory is bounded whatever the log size: per signature only the earliest matches are kept
+    (the rest are counted), plus the set of ranks seen.
+    """
+
+    def __init__(self, source: str = "log", config: LogClassifierConfig | None = None) -> None:
+        self.source = source
+        self.config = config or LogClassifierConfig()
+        self.lines = 0
+        self._hits: list[_Hit] = []
+        self._kept: Counter[str] = Counter()
+        self._counts: Counter[str] = Counter()
+        self._ranks_seen: set[int] = set()
+        self._nodes_seen: set[str] = set()
+        self._app_xids_per_gpu: Counter[str] = Counter()
+        self._in_root_cause = False
+        self._root_cause_rank: int | None = None
+        self._root_cause_host: str | None = None
+
+    def feed(self, text: str) -> LineMatch | None:
+        self.lines += 1
+        text = text.rstrip("\r\n")
+        self._note_context(text)
+        match = classify_line(text)
+        if match is None:
+            return None
+        self._counts[match.signature] += 1
+        if match.node:
+            self._nodes_seen.add(match.node)
+        if match.rank is not None:
+            self._ranks_seen.add(match.rank)
+        if match.xid in APP_SIDE_XIDS and match.pci:
+            self._app_xids_per_gpu[match.pci] += 1
+        if self._kept[match.signature] < MAX_KEPT_PER_SIGNATURE:
+            self._kept[match.signature] += 1
+            self._hits.append(_Hit(self.lines, text[:MAX_TEXT], match))
+        return match
+
+    def _note_context(self, text: str) -> None:
+        """Ranks present in the job, and torchrun's "Root Cause" block (its rank and host)."""
+        m = _RANK_PREFIX_RE.search(text[:64])
+        if m:
+            self._ranks_seen.add(int(m.group(1) or m.group(2)))
+        if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):
+            self._in_root_cause = True
+            return
+        if self._in_root_cause:
+            if text.startswith("===") or text.startswith("---"):
+                self._in_root_cause = False
+            elif (r := re.match(r"\s*rank\s*:\s*(\d+)", text)) and self._root_cause_rank is None:
+                self._root_cause_rank = int(r.group(1))
+            elif (h := re.match(r"\s*host\s*:\s*(\S+)", text)) and self._root_cause_host is None:
+                self._root_cause_host = h.group(1)
+
+    def feed_all(self, lines: Iterable[str]) -> "LogClassifier":
+        for line in lines:
+            self.feed(line)
+        return self
+
+    # --- verdict -----------------------------------------------------------------------------
+    def _root(self) -> _Hit | None:
+        causes = [h for h in self._hits if not h.match.symptom]
+        hardware = [h for h in causes
+                    if h.match.category.layer in _HARDWARE_LAYERS and h.match.strength >= 0.7]
+        if hardware:
+            return min(hardware, key=lambda h: h.line)
+        if causes:
+            strong = [h for h in causes if h.match.strength >= 0.6]
+            if strong:
+                return min(strong, key=lambda h: h.line)
+            return max(causes, key=lambda h: (h.match.strength, -h.line))
+        if self._hits:
+            return max(self._hits, key=lambda h: (h.match.strength, -h.line))
+        return None
+
+    def _timeout_culprit(self) -> int | None:
+        """The one rank that never reported a collective timeout while all the others did."""
+        timed_out = {h.match.rank for h in self._hits
+                     if h.match.category is Category.COLLECTIVE_TIMEOUT and h.match.rank is not None}
+        if len(timed_out) < 2:
+            return None
+        silent = set(range(max(self._ranks_seen | timed_out) + 1)) - timed_out
+        return silent.pop() if len(silent) == 1 else None
+
+    def _culprit(self, root: _Hit, same: list[_Hit]) -> Culprit:
+        """The root line's own rank/node/GPU; missing ones come from lines of the same category
+        (torchrun's `local_rank: 3` next to a kernel OOM line), then torchrun's Root Cause block."""
+        m = root.match
+        rank = m.rank
+        if m.category is Category.COLLECTIVE_TIMEOUT:
+            rank = self._timeout_culprit()
+        elif rank is None:
+            rank = next((h.match.rank for h in same if h.match.rank is not None),
+                        self._root_cause_rank)
+        node = m.node
+        if node is None and (m.rank is None or m.rank == self._root_cause_rank):
+            node = self._root_cause_host
+        if node is None and len(self._nodes_seen) == 1:
+            node = next(iter(self._nodes_seen))
+        return Culprit(rank=rank, node=node, gpu=m.gpu)
+
+    def verdict(self) -> Verdict:
+        cfg = self.config
+        root = self._root()
+        if root is None:
+            return Verdict(Category.UNKNOWN, 0.0,
+                           f"no known failure signature in {self.lines} line(s) of {self.source}")
+        category = root.match.category
+        same = sorted((h for h in self._hits if h.match.category is category), key=lambda h: h.line)
+        same_count = sum(self._counts[sig] for sig in {h.match.signature for h in same})
+        confidence = min(0.99, root.match.strength + 0.05 * min(2, same_count - 1))
+        evidence_hits = [root] + [h for h in same if h is not root][: cfg.max_evidence - 1]
+        evidence = [Evidence(h.text, f"file:{self.source}", rank=h.match.rank, line=h.line)
+                    for h in evidence_hits]
+        shown = {h.line for h in evidence_hits}
+        others = sorted((h for h in self._hits if h.line not in shown), key=lambda h: h.line)
+        consequences = [f"line {h.line}: {h.text[:200]}" for h in others[: cfg.max_consequences]]
+        if len(others) > cfg.max_consequences:
+            consequences.append(f"... and {len(others) - cfg.max_consequences} more")
+        culprit = self._culprit(root, same)
+        verdict = Verdict(category, confidence, self._summary(root, culprit, others), culprit,
+                          evidence=evidence, consequences=consequences)
+        return verdict.thresholded(cfg.threshold)
+
+    def _summary(self, root: _Hit, culprit: Culprit, others: list[_Hit]) -> str:
+        where = ", ".join(f"{k} {v}" for k, v in (("rank", culprit.rank), ("node", culprit.node),
+                                                  ("GPU", culprit.gpu)) if v is not None)
+        pci = root.match.pci
+        if pci and root.match.xid is not None:
+            where = ", ".join(filter(None, [where, f"PCI {pci}"]))
+        text = f"{root.match.category.value}: {root.match.description}"
+        text += f" on {where}" if where else ""
+        text += f" (line {root.line})"
+        repeats = self._app_xids_per_gpu.get(pci or "", 0)
+        if root.match.xid in APP_SIDE_XIDS and repeats >= 3:
+            text += (f"; application-side Xids repeat {repeats} times on this GPU, suspect the "
+                     f"hardware if it recurs across jobs")
+        symptoms: dict[Category, set[int]] = defaultdict(set)
+        n_symptoms = 0
+        for h in others:
+            if h.match.symptom or h.match.category is not root.match.category:
+                n_symptoms += 1
+                if h.match.rank is not None:
+                    symptoms[h.match.category].add(h.match.rank)
+        if n_symptoms:
+            ranks = sorted(set().union(*symptoms.values())) if symptoms else []
+            on = f" on rank(s) {_ranges(ranks)}" if ranks else ""
+            text += f"; {n_symptoms} other error line(s){on} are treated as its consequences"
+        return text
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """[0, 1, 2, 4] -> '0-2,4': a 512-rank cascade stays one readable sentence."""
+    parts: list[str] = []
+    start = prev = None
+    for r in ranks:
+        if start is None:
+            start = prev = r
+        elif r == prev + 1:
+            prev = r
+        else:
+            parts.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = r
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else str(start))
+    return ",".join(parts)
+
+
+def classify_lines(lines: Sequence[str] | Iterable[str], source: str = "log",
+                   config: LogClassifierConfig | None = None) -> Verdict:
+    """One verdict for a whole log: root cause, culprit, evidence and consequences."""
+    return LogClassifier(source, config).feed_all(lines).verdict()

@@ -1,0 +1,368 @@
+"""The textual signatures of the failure taxonomy: which log lines name which category.
+
+One table, so adding a form seen in the wild is one row. Each row says how strongly the line alone
+supports its category and whether it is a *symptom* (a line every rank prints once something else
+went wrong: watchdog timeouts, "connection reset by peer", torchrun's SIGKILL summary). Symptoms
+decide a verdict only when no causal line is present; that is how an NCCL watchdog timeout on
+every rank does not outvote one rank's ECC error. Xid lines are mapped per code (FIELD-NOTES.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from triage.taxonomy import Category
+
+_C = Category
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known form of a failure line.
+
+    `keyword` holds lower-case literals separated by `|`, one of which every matching line
+    contains: the classifier checks them before running the regex, which keeps large logs cheap. `strength` is the confidence the line
+    gives on its own, in [0, 1].
+    """
+
+    id: str
+    category: Category
+    keyword: str
+    pattern: str
+    strength: float
+    description: str
+    symptom: bool = False
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    keywords: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.strength <= 1.0:
+            raise ValueError(f"signature {self.id}: strength must lie in (0, 1]")
+        if self.keyword != self.keyword.lower():
+            raise ValueError(f"signature {self.id}: keyword must be lower case")
+        object.__setattr__(self, "regex", re.compile(self.pattern, re.IGNORECASE))
+        object.__setattr__(self, "keywords", tuple(self.keyword.split("|")))
+
+
+def _s(id: str, category: Category, keyword: str, pattern: str, strength: float,
+       description: str, symptom: bool = False) -> Signature:
+    return Signature(id, category, keyword, pattern, strength, description, symptom)
+
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- gpu: hardware faults reported to the application -------------------------------------
+    _s("cuda-ecc-uncorrectable", _C.GPU_MEMORY_ERROR, "ecc",
+       r"uncorrectable ECC error|ECC_UNCORRECTABLE|cudaErrorECCUncorrectable", 0.95,
+       "uncorrectable ECC error reported by CUDA"),
+    _s("ecc-double-bit", _C.GPU_MEMORY_ERROR, "double bit|double-bit|dbe",
+       r"double[- ]bit (?:ECC )?error|\bDBE\b.*detected", 0.9, "double-bit ECC error"),
+    _s("row-remap-failure", _C.GPU_MEMORY_ERROR, "remap",
+       r"row remap(?:ping)? fail|remapping failure|Row Remapper", 0.8, "HBM row remapping event"),
+    _s("gpu-fallen-off-bus", _C.GPU_FALLEN_OFF_BUS, "fallen off",
+       r"fallen off (?:the|of the) bus", 0.95, "GPU has fallen off the bus"),
+    _s("gpu-is-lost", _C.GPU_FALLEN_OFF_BUS, "gpu is lost|gpu_is_lost|gpuislost",
+       r"GPU is lost|NVML_ERROR_GPU_IS_LOST|GpuIsLost", 0.9, "NVML reports the GPU is lost"),
+    _s("rm-init-adapter-failed", _C.GPU_FALLEN_OFF_BUS, "rminitadapter",
+       r"RmInitAdapter failed", 0.75, "the driver could not initialise the GPU"),
+    _s("gsp-rpc-timeout", _C.GPU_FALLEN_OFF_BUS, "gsp",
+       r"Timeout (?:after \d+s )?(?:of )?waiting for RPC (?:response )?from (?:GPU\d+ )?GSP", 0.85,
+       "GSP firmware stopped answering"),
+    _s("nvlink-cuda-error", _C.NVLINK_ERROR, "nvlink",
+       r"NVLink error was detected|cudaErrorNvlinkUncorrectable|NVLink: fatal error", 0.9,
+       "NVLink error"),
+    _s("nvswitch-sxid", _C.NVLINK_ERROR, "sxid", r"nvswitch\d*: SXid|\bSXid\b.*\d", 0.8,
+       "NVSwitch error (SXid)"),
+    _s("dcgm-thermal-violation", _C.GPU_THROTTLING, "violation",
+       r"clocks event due to (?:thermal|power) violation|thermal violation", 0.8,
+       "clock slowdown from a thermal/power violation"),
+    _s("smi-hw-slowdown-active", _C.GPU_THROTTLING, "slowdown",
+       r"(?:HW|SW Thermal|HW Thermal|HW Power Brake) Slowdown\s*:\s*Active", 0.75,
+       "nvidia-smi shows an active hardware slowdown"),
+    # --- host ----------------------------------------------------------------------------------
+    _s("aer-uncorrectable", _C.PCIE_ERROR, "aer|pcie",
+       r"AER:.*Uncorrect(?:ed|able)|severity=Uncorrect", 0.85,
+       "uncorrectable PCIe error (AER)"),
+    _s("aer-corrected", _C.PCIE_ERROR, "pcie",
+       r"PCIe Bus Error: severity=Correct", 0.6, "corrected PCIe errors (AER)"),
+    _s("aer-corrected-received", _C.PCIE_ERROR, "aer",
+       r"AER: (?:Multiple )?Correct(?:ed|able) error", 0.6, "corrected PCIe errors (AER)"),
+    _s("oom-killer", _C.HOST_OOM, "out of memory",
+       r"Out of memory: Kill(?:ed)? process|Memory cgroup out of memory", 0.95,
+       "the kernel OOM killer killed a process"),
+    _s("oom-kill-constraint", _C.HOST_OOM, "oom-kill|oom_kill", r"oom-kill:constraint|oom-kill event",
+       0.9, "the kernel OOM killer fired"),
+    _s("oom-invoked", _C.HOST_OOM, "oom-killer", r"invoked oom-killer", 0.85,
+       "the kernel OOM killer fired"),
+    _s("cgroup-oom-handler", _C.HOST_OOM, "out-of-memory handler",
+       r"killed by the cgroup out-of-memory handler", 0.9, "the cgroup OOM handler killed a task"),
+    _s("dataloader-killed", _C.HOST_OOM, "dataloader worker",
+       r"DataLoader worker \(pid[^)]*\) is killed by signal: Killed", 0.75,
+       "a DataLoader worker was SIGKILLed (host memory)"),
+    _s("python-memoryerror", _C.HOST_OOM, "memoryerror", r"^\s*MemoryError\b", 0.6,
+       "Python MemoryError (host memory exhausted)"),
+    _s("torchrun-sigkill", _C.HOST_OOM, "sigkill",
+       r"Signal 9 \(SIGKILL\) received by PID", 0.55,
+       "a rank was SIGKILLed (usually the host OOM killer)", symptom=True),
+    _s("torchrun-exitcode-9", _C.HOST_OOM, "exitcode",
+       r"failed \(exitcode: -9\)", 0.55,
+       "a rank was SIGKILLed (usually the host OOM killer)", symptom=True),
+    _s("torch-shm-full", _C.DATA_PIPELINE_ERROR, "torch_",
+       r"unable to (?:write to|open shared memory object|allocate shared memory).*</?torch_", 0.8,
+       "shared memory (/dev/shm) for DataLoader workers is exhausted"),
+    _s("no-space", _C.STORAGE_ERROR, "no space left", r"No space left on device", 0.9,
+       "no space left on device"),
+    _s("storage-full", _C.STORAGE_ERROR, "storagefull", r"StorageFull", 0.9,
+       "no space left on device"),
+    _s("quota", _C.STORAGE_ERROR, "quota|errno 122", r"Disk quota exceeded|\[Errno 122\]", 0.9,
+       "disk quota exceeded"),
+    _s("stale-handle", _C.STORAGE_ERROR, "stale", r"Stale (?:NFS )?file handle", 0.85,
+       "stale file handle (network filesystem)"),
+    _s("io-error", _C.STORAGE_ERROR, "input/output error|errno 5",
+       r"Input/output error|\[Errno 5\]", 0.8, "filesystem I/O error"),
+    _s("read-only-fs", _C.STORAGE_ERROR, "read-only file system", r"Read-only file system",
+       0.75, "filesystem went read-only"),
+    _s("kernel-fs-error", _C.STORAGE_ERROR, "error",
+       r"EXT4-fs error|XFS .*error|Buffer I/O error on dev|blk_update_request: I/O error"
+       r"|LustreError", 0.8, "kernel filesystem / block device error"),
+    _s("nfs-not-responding", _C.STORAGE_ERROR, "not responding", r"nfs: server \S+ not responding",
+       0.8, "the NFS server stopped responding"),
+    _s("kernel-panic", _C.NODE_FAILURE, "kernel panic", r"Kernel panic - not syncing", 0.9,
+       "kernel panic"),
+    _s("slurm-node-fail", _C.NODE_FAILURE, "node fail|node_fail",
+       r"DUE TO NODE FAILURE|\bNODE_FAIL\b|Node failure on \S+", 0.9,
+       "the scheduler lost a node"),
+    # --- infrastructure -------------------------------------------------------------------------
+    _s("slurm-preempted", _C.PREEMPTION, "due to", r"DUE TO (?:PREEMPTION|JOB REQUEUE)", 0.9,
+       "the scheduler preempted the job"),
+    _s("slurm-time-limit", _C.PREEMPTION, "time limit", r"DUE TO TIME LIMIT", 0.9,
+       "the job hit its time limit"),
+    _s("pod-evicted", _C.PREEMPTION, "evict|low on resource", r"\bpod (?:was )?evicted|The node was low on resource",
+       0.8, "the pod was evicted"),
+    _s("torchrun-sigterm", _C.PREEMPTION, "sigterm|signal: 15",
+       r"Received (?:Signals\.)?SIGTERM death signal|SignalException: Process \d+ got signal: 15",
+       0.6, "the launcher received SIGTERM from outside"),
+    _s("rdzv-timeout", _C.RENDEZVOUS_ERROR, "rendezvous",
+       r"RendezvousTimeoutError|RendezvousConnectionError|RendezvousClosedError"
+       r"|rendezvous.*timed out", 0.9, "rendezvous failed"),
+    _s("store-client-timeout", _C.RENDEZVOUS_ERROR, "socket",
+       r"client socket has timed out after \S+ while trying to connect to", 0.85,
+       "could not reach the rendezvous store"),
+    _s("tcpstore-connect", _C.RENDEZVOUS_ERROR, "connect|diststoreerror|clients joined",
+       r"connect\(\) timed out\. Original timeout|TCPStore.*Connection refused|DistStoreError"
+       r"|waiting for clients\. \d+/\d+ clients joined", 0.85,
+       "could not reach the rendezvous store"),
+    _s("eaddrinuse", _C.RENDEZVOUS_ERROR, "address already in use|eaddrinuse",
+       r"EADDRINUSE|errno: 98 - Address already in use|address already in use", 0.9,
+       "the rendezvous port is already in use"),
+    _s("gloo-connect-refused", _C.RENDEZVOUS_ERROR, "connection refused",
+       r"gloo.*connect \[[^\]]+\]:\d+: Connection refused", 0.75,
+       "a peer refused the connection at start-up"),
+    # --- communication --------------------------------------------------------------------------
+    _s("nccl-ib-completion", _C.NETWORK_ERROR, "got completion",
+       r"NET/IB\w* ?: Got completion (?:from peer \S+ )?with (?:error|status=)\s*\d+", 0.9,
+       "InfiniBand completion error in NCCL"),
+    _s("ib-retry-exceeded", _C.NETWORK_ERROR, "retry",
+       r"transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR", 0.9,
+       "InfiniBand transport retries exceeded"),
+    _s("ibv-call-failed", _C.NETWORK_ERROR, "ibv_",
+       r"Call to ibv_\w+ failed with error", 0.85, "an InfiniBand verbs call failed"),
+    _s("nic-link-down", _C.NETWORK_ERROR, "link down",
+       r"(?:mlx5|mlx4|ib\d|eth\d|ens\w*).*[Ll]ink down", 0.8, "a network link went down"),
+    _s("nccl-system-error", _C.NETWORK_ERROR, "system error|ncclsystemerror",
+       r"unhandled system error|ncclSystemError", 0.7,
+       "NCCL system (socket/transport) error"),
+    _s("nccl-remote-error", _C.NETWORK_ERROR, "remote process exited",
+       r"remote process exited or there was a network error", 0.65,
+       "NCCL lost a remote peer", symptom=True),
+    _s("peer-reset", _C.NETWORK_ERROR, "by peer",
+       r"Connection (?:reset|closed) by (?:remote )?peer", 0.6,
+       "a peer closed the connection", symptom=True),
+    _s("nccl-socket-failed", _C.NETWORK_ERROR, "nccl warn",
+       r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed)", 0.6,
+       "NCCL socket failure", symptom=True),
+    _s("nccl-watchdog-timeout", _C.COLLECTIVE_TIMEOUT, "watchdog caught",
+       r"Watchdog caught collective operation timeout", 0.85,
+       "NCCL watchdog timed out a collective", symptom=True),
+    _s("nccl-timeout-at-work", _C.COLLECTIVE_TIMEOUT, "timeout|timed out",
+       r"Timeout at NCCL work|Some NCCL operations have failed or timed out"
+       r"|ProcessGroupNCCL.*Timeout\(ms\)", 0.8, "NCCL collective timed out", symptom=True),
+    _s("watchdog-stuck", _C.COLLECTIVE_TIMEOUT, "heartbeat|watchdog",
+       r"Heartbeat monitor timed out|watchdog (?:thread )?(?:got )?stuck", 0.75,
+       "the NCCL watchdog itself hung", symptom=True),
+    _s("dist-timeout", _C.COLLECTIVE_TIMEOUT, "timed out",
+       r"(?:barrier|all_?reduce|all_?gather|broadcast|monitoredBarrier).*timed out", 0.7,
+       "a collective timed out", symptom=True),
+    # --- framework -------------------------------------------------------------------------------
+    _s("illegal-memory-access", _C.CUDA_ERROR, "illegal memory access",
+       r"an illegal memory access was encountered", 0.8, "CUDA illegal memory access"),
+    _s("illegal-instruction", _C.CUDA_ERROR, "illegal instruction",
+       r"an illegal instruction was encountered", 0.8, "CUDA illegal instruction"),
+    _s("misaligned-address", _C.CUDA_ERROR, "misaligned address", r"misaligned address", 0.75,
+       "CUDA misaligned address"),
+    _s("launch-failure", _C.CUDA_ERROR, "launch failure", r"unspecified launch failure", 0.8,
+       "CUDA unspecified launch failure"),
+    _s("cublas-exec-failed", _C.CUDA_ERROR, "status_execution_failed",
+       r"CUBLAS_STATUS_EXECUTION_FAILED|CUDNN_STATUS_EXECUTION_FAILED", 0.75,
+       "cuBLAS/cuDNN kernel execution failed"),
+    _s("cudnn-internal", _C.CUDA_ERROR, "cudnn_status", r"CUDNN_STATUS_INTERNAL_ERROR", 0.6,
+       "cuDNN internal error"),
+    _s("cuda-unknown-error", _C.CUDA_ERROR, "cuda error",
+       r"CUDA error: (?:unknown error|an? \w+ error was encountered)", 0.55, "CUDA error"),
+    _s("no-kernel-image", _C.ENVIRONMENT_ERROR, "no kernel image",
+       r"no kernel image is available for execution", 0.9,
+       "the binaries do not support this GPU architecture"),
+    _s("cuda-capability", _C.ENVIRONMENT_ERROR, "not compatible",
+       r"with CUDA capability sm_\d+ is not compatible with the current PyTorch", 0.85,
+       "PyTorch was not built for this GPU architecture"),
+    _s("driver-insufficient", _C.ENVIRONMENT_ERROR, "driver",
+       r"CUDA driver version is insufficient|NVIDIA driver on your system is too old"
+       r"|Driver/library version mismatch|Found no NVIDIA driver", 0.9,
+       "the NVIDIA driver does not fit the CUDA runtime"),
+    _s("no-cuda-device", _C.ENVIRONMENT_ERROR, "cuda",
+       r"no CUDA-capable device is detected|Torch not compiled with CUDA enabled", 0.75,
+       "no usable CUDA device in this environment"),
+    _s("missing-shared-lib", _C.ENVIRONMENT_ERROR, "cannot open shared object",
+       r"(?:ImportError|OSError|error while loading shared libraries).*"
+       r"cannot open shared object file", 0.85, "a shared library is missing"),
+    _s("undefined-symbol", _C.ENVIRONMENT_ERROR, "undefined symbol", r"undefined symbol: \w+",
+       0.8, "binary/library version mismatch (undefined symbol)"),
+    _s("glibcxx", _C.ENVIRONMENT_ERROR, "not found", r"GLIBC\w*_[\d.]+' not found", 0.8,
+       "the C/C++ runtime is too old"),
+    _s("module-not-found", _C.ENVIRONMENT_ERROR, "modulenotfounderror",
+       r"ModuleNotFoundError: No module named", 0.7, "a Python package is missing"),
+    _s("state-dict-load", _C.CHECKPOINT_ERROR, "state_dict",
+       r"Error\(s\) in loading state_dict|(?:Missing|Unexpected) key\(s\) in state_dict"
+       r"|Missing key in checkpoint state_dict", 0.85,
+       "the checkpoint does not match the model (state_dict keys)"),
+    _s("state-dict-size-mismatch", _C.CHECKPOINT_ERROR, "copying a param",
+       r"size mismatch for \S+: copying a param with shape", 0.85,
+       "the checkpoint does not match the model (shapes)"),
+    _s("zip-reader-failed", _C.CHECKPOINT_ERROR, "pytorchstreamreader",
+       r"PytorchStreamReader failed", 0.85, "the checkpoint file is truncated or corrupt"),
+    _s("zip-writer-failed", _C.CHECKPOINT_ERROR, "pytorchstreamwriter",
+       r"PytorchStreamWriter failed writing", 0.7, "the checkpoint could not be written"),
+    _s("unpickling", _C.CHECKPOINT_ERROR, "unpickling|weights only",
+       r"UnpicklingError|Weights only load failed", 0.7, "the checkpoint could not be unpickled"),
+    _s("safetensors-header", _C.CHECKPOINT_ERROR, "safetensor",
+       r"SafetensorError: Error while deserializing", 0.8, "the safetensors file is corrupt"),
+    _s("dcp-exception", _C.CHECKPOINT_ERROR, "checkpointexception", r"CheckpointException", 0.8,
+       "distributed checkpoint save/load failed"),
+    _s("file-maybe-corrupted", _C.CHECKPOINT_ERROR, "corrupted",
+       r"The file might be corrupted", 0.8, "the checkpoint file is truncated or corrupt"),
+    # --- application -------------------------------------------------------------------------------
+    _s("cuda-oom", _C.GPU_OOM, "out of memory|outofmemory",
+       r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
+       r"|Cuda failure 'out of memory'|HIP out of memory", 0.95, "the GPU ran out of memory"),
+    _s("cublas-alloc-failed", _C.GPU_OOM, "alloc_failed", r"CUBLAS_STATUS_ALLOC_FAILED", 0.7,
+       "cuBLAS could not allocate GPU memory"),
+    _s("loss-scale-minimum", _C.NUMERICAL_INSTABILITY, "loss scale",
+       r"Current loss scale already at minimum|Attempted loss scale: 1(?:\.0)?, reducing to 1\b",
+       0.85, "fp16 loss scale collapsed: every step overflows"),
+    _s("loss-is-nan", _C.NUMERICAL_INSTABILITY, "nan",
+       r"loss (?:is|became|=) ?nan|\bloss\b'?\s*[:=]\s*'?(?:nan|inf)\b|grad[_ ]norm'?\s*[:=]\s*'?nan\b"
+       r"|found NaN in|returned nan values|NaN or Inf found|detected inf or nan", 0.85,
+       "loss or gradients became NaN/Inf"),
+    _s("fp16-overflow-step", _C.NUMERICAL_INSTABILITY, "overflow",
+       r"OVERFLOW! Rank \d+ Skipping step", 0.3,
+       "fp16 overflow, step skipped (normal while the loss scale settles)", symptom=True),
+    _s("dataloader-worker-exit", _C.DATA_PIPELINE_ERROR, "dataloader worker",
+       r"DataLoader worker \(pids?\(?s?\)? ?[\d, ]+\)? (?:exited unexpectedly|is killed by signal:"
+       r" (?!Killed))", 0.8, "a DataLoader worker crashed"),
+    _s("dataloader-caught", _C.DATA_PIPELINE_ERROR, "dataloader worker process",
+       r"Caught \w+ in DataLoader worker process", 0.8,
+       "an exception in a DataLoader worker (bad sample or decoder)"),
+    _s("dataloader-timeout", _C.DATA_PIPELINE_ERROR, "dataloader",
+       r"DataLoader timed out after \d+ seconds", 0.85, "data fetch timed out"),
+    _s("image-decode", _C.DATA_PIPELINE_ERROR, "image|decompressionbomb",
+       r"UnidentifiedImageError|cannot identify image file|DecompressionBombError", 0.8,
+       "a corrupt input sample"),
+    _s("device-side-assert", _C.USER_CODE_ERROR, "assert",
+       r"device-side assert triggered|Assertion `[^`]+` failed", 0.85,
+       "a device-side assert (bad index or label in the training code)"),
+    _s("shape-mismatch", _C.USER_CODE_ERROR, "shape|size mismatch|must match the size",
+       r"shapes cannot be multiplied|size mismatch|must match the size of tensor"
+       r"|shape '\[[^\]]*\]' is invalid for input of size", 0.8, "a tensor shape mismatch"),
+    _s("device-mismatch", _C.USER_CODE_ERROR, "expected",
+       r"Expected all tensors to be on the same device|expected scalar type \w+ but found", 0.8,
+       "tensors on different devices or dtypes"),
+    _s("autograd-misuse", _C.USER_CODE_ERROR, "inplace|backward|reduction|mark a variable",
+       r"modified by an inplace operation|Trying to backward through the graph a second time"
+       r"|Expected to have finished reduction in the prior iteration"
+       r"|Expected to mark a variable ready only once", 0.8, "autograd / DDP misuse"),
+    _s("python-exception", _C.USER_CODE_ERROR, "error",
+       r"^(?:[\w.]+\.)?(?:KeyError|IndexError|ValueError|TypeError|AttributeError|NameError"
+       r"|AssertionError|ZeroDivisionError|NotImplementedError|FileNotFoundError"
+       r"|UnboundLocalError|SyntaxError|IsADirectoryError)\b:\s*\S", 0.7,
+       "a Python exception in the training code"),
+    _s("generic-runtime-error", _C.USER_CODE_ERROR, "runtimeerror", r"^RuntimeError:", 0.3,
+       "an unspecific RuntimeError", symptom=True),
+)
+
+#: Xid number -> (category, strength, meaning). Per FIELD-NOTES.md: 79/119/120 (and the other
+#: "GPU stopped answering" codes) drain the GPU; 48/63/64/92/94/95 are memory; 74 is NVLink;
+#: 13/31/43 are application-side CUDA faults unless they repeat on the same GPU; 45 only
+#: follows another Xid and so is a symptom. Codes not listed are not classified.
+XID_TABLE: dict[int, tuple[Category | None, float, str]] = {
+    79: (_C.GPU_FALLEN_OFF_BUS, 0.95, "GPU fell off the bus"),
+    119: (_C.GPU_FALLEN_OFF_BUS, 0.9, "GSP RPC timeout"),
+    120: (_C.GPU_FALLEN_OFF_BUS, 0.9, "GSP error"),
+    62: (_C.GPU_FALLEN_OFF_BUS, 0.8, "internal micro-controller halt"),
+    140: (_C.GPU_FALLEN_OFF_BUS, 0.8, "unrecovered ECC escape"),
+    143: (_C.GPU_FALLEN_OFF_BUS, 0.8, "GPU initialisation failure"),
+    48: (_C.GPU_MEMORY_ERROR, 0.95, "double-bit ECC error"),
+    63: (_C.GPU_MEMORY_ERROR, 0.75, "row remapping recorded"),
+    64: (_C.GPU_MEMORY_ERROR, 0.9, "row remapping failed"),
+    92: (_C.GPU_MEMORY_ERROR, 0.6, "high single-bit ECC rate"),
+    94: (_C.GPU_MEMORY_ERROR, 0.85, "contained ECC error"),
+    95: (_C.GPU_MEMORY_ERROR, 0.95, "uncontained ECC error"),
+    74: (_C.NVLINK_ERROR, 0.9, "NVLink error"),
+    13: (_C.CUDA_ERROR, 0.6, "graphics engine exception (application-side)"),
+    31: (_C.CUDA_ERROR, 0.6, "GPU memory page fault (application-side)"),
+    43: (_C.CUDA_ERROR, 0.6, "GPU stopped processing (application-side)"),
+    68: (_C.CUDA_ERROR, 0.5, "video decoder exception (application-side)"),
+    69: (_C.CUDA_ERROR, 0.5, "graphics engine class error (application-side)"),
+    109: (_C.CUDA_ERROR, 0.55, "context switch timeout"),
+    45: (None, 0.0, "cleanup after another Xid"),
+}
+#: Xid codes that are application-side on their own; repeated on one GPU they point at hardware.
+APP_SIDE_XIDS = frozenset({13, 31, 43, 68, 69})
+
+#: `NVRM: Xid (PCI:0000:3b:00): 79, ...`; also no `PCI:` prefix, MIG `GPU-I:nn` and `Xid 79`.
+XID_RE = re.compile(r"\bS?Xid\b\s*(?:\((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+                    r"(?:\.\d)?)?[^)]*\))?\s*:?\s*(?P<code>\d{1,3})\b")
+
+_KEYWORDS = sorted({k for s in SIGNATURES for k in s.keywords} | {"xid"}, key=len, reverse=True)
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """One regex for many literals, factored by common prefix: a flat alternation of a hundred
+    keywords is tried keyword by keyword at every position, a trie branches once per character.
+    The longest keyword wins at a position, as in a longest-first alternation."""
+    trie: dict[str, dict] = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:
+        ends = "" in node
+        branches = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if ends else body
+
+    return emit(trie)
+
+
+#: Every keyword in one trie-shaped regex, matched on the lower-cased line: a line that contains
+#: none is skipped at C speed, and the keywords it does contain select the signatures to run.
+KEYWORDS_RE = re.compile(_trie_pattern(_KEYWORDS))
+#: keyword found in a line -> signatures to try. The alternation reports the longest keyword at a
+#: position, so a found keyword also selects the signatures of every keyword inside it.
+SIGNATURES_BY_KEYWORD: dict[str, tuple[Signature, ...]] = {
+    found: tuple(s for s in SIGNATURES if any(k in found for k in s.keywords))
+    for found in _KEYWORDS
+}

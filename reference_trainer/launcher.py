@@ -1,0 +1,139 @@
+"""Start the reference trainer under torchrun, one torchrun per (simulated) node, and write the
+run summary whatever way the ranks end.
+
+torchrun is `python -m torch.distributed.run` of this very interpreter (nothing relies on
+PATH). Without `--node-rank`, all `--nnodes` nodes start on this machine on loopback with c10d
+rendezvous, named `node0`, `node1`, ... through TRIAGE_NODE; with `--node-rank K`, this is one
+node of a real cluster and TRIAGE_NODE is left to the host name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from triage.config import ENV_ATTEMPT, ENV_DATA_DIR, ENV_JOB_ID, ENV_NODE, ConfigError
+from triage.reference_trainer.loop import EXIT_PREEMPTED
+from triage.reference_trainer.summary import (build_summary, progress_path, read_progress,
+                                              write_summary)
+from triage.reference_trainer.train_config import TrainConfig, attempt_from_env
+
+_POLL_S = 0.2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare_run_dir(run_dir: str) -> Path:
+    """Create the run directory and prove it writable before any rank starts."""
+    path = Path(run_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--run-dir {run_dir}: cannot write there ({exc.strerror}); "
+                          "pass a writable directory") from None
+    return path
+
+
+def torchrun_command(cfg: TrainConfig, node_rank: int, endpoint: str | None, *,
+                     local: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run",
+           "--nnodes", str(cfg.nnodes), "--nproc-per-node", str(cfg.nproc_per_node),
+           "--max-restarts", "0", "--shutdown-timeout", str(cfg.shutdown_timeout)]
+    if endpoint is None:
+        cmd += ["--standalone"]
+    else:
+        cmd += ["--node-rank", str(node_rank), "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", endpoint, "--rdzv-id", str(cfg.job_id)]
+        if local:  # every simulated node is "this host": say which one serves the rendezvous
+            cmd += ["--local-addr", "127.0.0.1",
+                    "--rdzv-conf", f"is_host={'true' if node_rank == 0 else 'false'}"]
+    return cmd + ["-m", "triage.reference_trainer.worker", "--config", cfg.to_json()]
+
+
+def node_env(cfg: TrainConfig, node_rank: int, *, local: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env[ENV_JOB_ID] = str(cfg.job_id)
+    env[ENV_ATTEMPT] = str(attempt_from_env())
+    env[ENV_DATA_DIR] = str(cfg.data_dir)
+    if local:
+        env[ENV_NODE] = f"node{node_rank}"
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    return env
+
+
+class _Nodes:
+    """The torchrun processes of this launcher. They run in their own sessions, so a signal to
+    the launcher reaches each of them exactly once, forwarded."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        local = cfg.node_rank is None
+        ranks = list(range(cfg.nnodes)) if local else [cfg.node_rank]
+        endpoint = cfg.rdzv_endpoint
+        if endpoint is None and cfg.nnodes > 1:
+            endpoint = f"127.0.0.1:{free_port()}"
+        self.procs = [subprocess.Popen(torchrun_command(cfg, k, endpoint, local=local),
+                                       env=node_env(cfg, k, local=local), start_new_session=True)
+                      for k in ranks]
+        # After one node fails, the others fail on their own once their collectives time out;
+        # past that (plus torchrun's shutdown) a node still running is stuck, e.g. in rendezvous.
+        self.straggle_s = cfg.collective_timeout + cfg.shutdown_timeout + 30
+
+    def forward(self, signum: int, frame: Any = None) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    def wait(self) -> list[int]:
+        first_failure: float | None = None
+        while any(p.poll() is None for p in self.procs):
+            if first_failure is None and any(p.returncode not in (None, 0) for p in self.procs):
+                first_failure = time.monotonic()
+            if first_failure is not None and time.monotonic() - first_failure > self.straggle_s:
+                print("triage train: a node still runs long after another failed; stopping it",
+                      file=sys.stderr, flush=True)
+                self.forward(signal.SIGTERM)
+                first_failure = float("inf")
+            time.sleep(_POLL_S)
+        return [p.returncode for p in self.procs]
+
+
+def launch(cfg: TrainConfig) -> int:
+    """Run the job to its end; 0 when it completed, 143 when preempted with its checkpoint
+    saved, else torchrun's non-zero status (1 when a rank failed)."""
+    prepare_run_dir(str(cfg.run_dir))
+    attempt = attempt_from_env()
+    progress = progress_path(str(cfg.run_dir), attempt)
+    hosts_rank0 = cfg.node_rank in (None, 0)
+    if hosts_rank0:
+        progress.unlink(missing_ok=True)  # a stale record must not pose as this run's
+    nodes = _Nodes(cfg)
+    previous = {s: signal.signal(s, nodes.forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        codes = nodes.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    events = read_progress(progress)
+    completed = all(c == 0 for c in codes) and any(e["event"] == "end" for e in events)
+    summary = build_summary(events, job_id=str(cfg.job_id), world_size=cfg.world_size,
+                            completed=completed)
+    if cfg.summary:
+        write_summary(cfg.summary, summary)
+    if completed:
+        return 0
+    if summary["preempted_checkpoint_step"] is not None:
+        return EXIT_PREEMPTED
+    return next((c for c in codes if c != 0), 1)

@@ -1,0 +1,55 @@
+"""`triage analyze` on a real store written through the store's writer."""
+
+import json
+
+from jobdata_builder import T0, JobBuilder
+
+from triage.cli import main
+
+
+def failed_store(tmp_path):
+    b = JobBuilder("ecc-job").world(4, per_node=2)
+    end = b.steps(0, range(20), T0 + 5)
+    for r in range(4):
+        b.event(0, r, T0 + 8, "checkpoint_save_begin", step=2)
+        b.event(0, r, T0 + 9, "checkpoint_save_end", step=2)
+    b.gpu_event("node1", 1, end + 1, 48, "NVRM: Xid (PCI:0000:3c:00): 48, DBE")
+    b.event(0, 3, end + 2, "exception", "RuntimeError: CUDA error: uncorrectable ECC error encountered")
+    for r in range(3):
+        b.event(0, r, end + 5, "exception", "RuntimeError: Connection reset by peer")
+    b.write_store(tmp_path)
+    return tmp_path
+
+
+def test_json_report_names_root_cause_and_exits_1_on_a_failed_job(tmp_path, capsys):
+    data = failed_store(tmp_path)
+    rc = main(["analyze", "ecc-job", "--data-dir", str(data), "--json", "--no-ingest"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["status"] == "failed" and out["job_id"] == "ecc-job"
+    assert set(out) >= {"attempts", "incidents", "goodput", "stragglers",
+                        "recommended_checkpoint_interval_s"}
+    root = [i for i in out["incidents"] if i["root_cause"]]
+    assert len(root) == 1 and root[0]["category"] == "gpu_memory_error"
+    assert root[0]["culprit"] == {"rank": 3, "node": "node1", "gpu": 1, "uuid": "GPU-node1-1"}
+    assert set(out["goodput"]["badput"]) >= {"initialization", "checkpoint_save", "lost_progress"}
+    assert 0 < out["goodput"]["ratio"] < 1
+    assert out["recommended_checkpoint_interval_s"] > 0
+    assert {s["rank"] for s in out["stragglers"]} == {0, 1, 2, 3}
+
+
+def test_terminal_report_shows_the_incident(tmp_path, capsys):
+    data = failed_store(tmp_path)
+    assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest"]) == 1
+    out = capsys.readouterr().out
+    assert "ROOT CAUSE" in out and "gpu_memory_error" in out and "Goodput" in out
+
+
+def test_unknown_job_lists_known_jobs_and_exits_2(tmp_path, capsys):
+    data = failed_store(tmp_path)
+    assert main(["analyze", "nope", "--data-dir", str(data), "--no-ingest"]) == 2
+    err = capsys.readouterr().err
+    assert "no job 'nope'" in err and "ecc-job" in err
+
+
+def test_bad_data_dir_exits_2(tmp_path, capsys):
+    assert main(["analyze", "x", "--data-dir", str(tmp_path / "missing")]) == 2

@@ -1,0 +1,138 @@
+"""Cross-rank root cause on hand-built jobs: cascades, hardware vs software, preemption, nodes."""
+
+from jobdata_builder import T0, JobBuilder
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.job_analysis import analyze_job
+from triage.store.job_data import load_job
+from triage.taxonomy import Category
+
+WATCHDOG = ("RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=57, OpType=ALLGATHER, Timeout(ms)=60000) ran for 60001 milliseconds")
+
+
+def cascade_job() -> JobBuilder:
+    """Rank 3's GPU falls off the bus; ranks 0-2 wait in all_gather #57, then time out."""
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(50), T0 + 10)
+    for seq in range(1, 57):
+        for r in range(4):
+            b.collective(0, r, "default", seq, T0 + 10 + seq * 0.8, T0 + 10 + seq * 0.8 + 0.05)
+    b.gpu_event("node1", 1, end + 1, 79, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    for r in range(3):
+        b.collective(0, r, "default", 57, end + 0.5, None)
+        for k in range(66):
+            b.heartbeat(0, r, end + k, 49, ("all_gather", "default", 57, end + 0.5))
+        b.event(0, r, end + 61, "exception", WATCHDOG.format(r=r))
+    return b
+
+
+def roots(analysis):
+    return [i for i in analysis.incidents if i.root]
+
+
+def test_cascade_names_the_gpu_and_lists_timeouts_as_consequences():
+    a = analyze_job(cascade_job().load(), AnalyzerConfig())
+    (root,) = roots(a)
+    v = root.verdict
+    assert v.category is Category.GPU_FALLEN_OFF_BUS
+    assert (v.culprit.rank, v.culprit.node, v.culprit.gpu) == (3, "node1", 1)
+    assert v.culprit.uuid == "GPU-node1-1"
+    assert sum("collective_timeout" in c for c in v.consequences) == 4  # the hang + 3 watchdogs
+    assert "ranks 0-2 then hit collective_timeout" in v.summary
+    assert a.status == "failed"
+    assert not [i for i in a.incidents if i.verdict.category is Category.COLLECTIVE_TIMEOUT]
+
+
+def test_without_hardware_evidence_the_hang_culprit_is_the_rank_that_never_arrived():
+    b = cascade_job()
+    b.rows["gpu_events"].clear()
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
+    assert root.verdict.culprit.rank == 3
+    assert "never entered" in root.verdict.summary
+
+
+def test_ecc_error_on_one_rank_outranks_generic_errors_on_the_others():
+    b = JobBuilder().world(4)
+    end = b.steps(0, range(20), T0 + 5)
+    b.event(0, 2, end + 1, "exception",
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered")
+    for r in (0, 1, 3):
+        b.event(0, r, end + 3, "exception", "RuntimeError: something failed in the step")
+    a = analyze_job(b.load(), AnalyzerConfig())
+    (root,) = roots(a)
+    assert root.verdict.category is Category.GPU_MEMORY_ERROR
+    assert root.verdict.culprit.rank == 2 and root.verdict.culprit.gpu == 2
+
+
+def test_agent_xid_outranks_the_cuda_error_the_rank_printed_first():
+    b = JobBuilder().world(4)
+    end = b.steps(0, range(20), T0 + 5)
+    b.event(0, 1, end + 1, "exception", "RuntimeError: CUDA error: an illegal memory access was encountered")
+    b.gpu_event("node0", 1, end + 30, 48, "NVRM: Xid (PCI:0000:3c:00): 48, DBE")
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.GPU_MEMORY_ERROR
+    assert root.verdict.culprit.rank == 1
+    assert any("cuda_error" in c for c in root.verdict.consequences)
+
+
+def test_user_error_is_not_outranked_by_the_peer_resets_it_causes():
+    b = JobBuilder().world(4)
+    end = b.steps(0, range(20), T0 + 5)
+    b.event(0, 3, end + 1, "exception", "KeyError: 'labels'")
+    for r in (0, 1, 2):
+        b.event(0, r, end + 2, "exception", "RuntimeError: Connection reset by peer")
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.USER_CODE_ERROR
+    assert root.verdict.culprit.rank == 3
+
+
+def test_sigterm_on_every_rank_is_preemption():
+    b = JobBuilder().world(4)
+    end = b.steps(0, range(10), T0 + 5)
+    for r in range(4):
+        b.event(0, r, end + 1, "sigterm", "SIGTERM received")
+    a = analyze_job(b.load(), AnalyzerConfig())
+    (root,) = roots(a)
+    assert root.verdict.category is Category.PREEMPTION
+    assert a.status == "preempted"
+
+
+def test_node_whose_heartbeats_stop_together_is_a_node_failure():
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(10), T0 + 5)
+    for r in (0, 1):
+        for k in range(1, 40):
+            b.heartbeat(0, r, end + k, 9)
+        b.event(0, r, end + 40, "exit", "process exiting")
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.NODE_FAILURE
+    assert root.verdict.culprit.node == "node1"
+
+
+def test_ranks_that_stop_with_no_record_are_unknown_not_healthy():
+    b = JobBuilder().world(2)
+    b.steps(0, range(10), T0 + 5)
+    a = analyze_job(b.load(), AnalyzerConfig())
+    (root,) = roots(a)
+    assert root.verdict.category is Category.UNKNOWN
+    assert a.status == "failed"
+
+
+def test_clean_exit_is_completed_with_no_incident():
+    b = JobBuilder().world(2)
+    end = b.steps(0, range(10), T0 + 5)
+    for r in range(2):
+        b.event(0, r, end + 1, "exit", "process exiting")
+    a = analyze_job(b.load(), AnalyzerConfig())
+    assert a.status == "completed" and a.incidents == []
+
+
+def test_missing_agent_tables_yield_empty_frames():
+    b = cascade_job()
+    b.rows["gpu_events"].clear()
+    job = load_job(b.connect(tables=("ranks", "steps", "events", "heartbeats")), "job1")
+    assert job.gpu_events.empty and job.gpu_health.empty and job.arrivals.empty
+    assert "xid" in job.gpu_events.columns
+    assert roots(analyze_job(job, AnalyzerConfig()))[0].verdict.category is Category.COLLECTIVE_TIMEOUT

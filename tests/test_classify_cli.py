@@ -1,0 +1,103 @@
+"""`triage classify` and `triage bench classify` end to end through the CLI entry point."""
+
+import io
+import json
+import sys
+from pathlib import Path
+
+from triage.cli import main
+
+CORPUS = Path(__file__).parent / "data" / "logs"
+ECC = CORPUS / "cascade_ecc_rank3_torchrun.log"
+
+
+def _json_lines(out):
+    return [json.loads(line) for line in out.strip().splitlines()]
+
+
+def test_json_one_object_per_file(capsys):
+    rc = main(["classify", "--json", str(ECC), str(CORPUS / "dmesg_xid79_three_gpus.log")])
+    records = _json_lines(capsys.readouterr().out)
+    assert rc == 0 and len(records) == 2
+    ecc = records[0]
+    assert set(ecc) >= {"file", "category", "layer", "action", "confidence", "culprit", "summary",
+                        "evidence"}
+    assert (ecc["file"], ecc["category"], ecc["layer"], ecc["action"]) == (
+        str(ECC), "gpu_memory_error", "gpu", "restart_excluding_node")
+    assert ecc["culprit"] == {"rank": 3, "node": None, "gpu": None}
+    assert ecc["evidence"][0] == {"line": 5, "text": "[rank3]: RuntimeError: CUDA error: "
+                                                     "uncorrectable ECC error encountered"}
+    assert records[1]["category"] == "gpu_fallen_off_bus"
+
+
+def test_human_report_names_category_culprit_and_evidence(capsys):
+    assert main(["classify", str(ECC)]) == 0
+    out = capsys.readouterr().out
+    assert "gpu_memory_error" in out and "rank 3" in out
+    assert "[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered" in out
+
+
+def test_stdin(monkeypatch, capsys):
+    data = b"slurmstepd: error: *** JOB 608 ON gpu-3 CANCELLED AT 2022-08-12T02:06:12 DUE TO PREEMPTION ***\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["classify", "--json", "-"]) == 0
+    (rec,) = _json_lines(capsys.readouterr().out)
+    assert (rec["file"], rec["category"], rec["culprit"]["node"]) == ("<stdin>", "preemption", "gpu-3")
+
+
+def test_binary_empty_and_missing_input(tmp_path, capsys):
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\0\0\0 No space left on device\n")
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    missing = tmp_path / "nope.log"
+    rc = main(["classify", "--json", str(binary), str(missing), str(empty), str(ECC)])
+    captured = capsys.readouterr()
+    records = {Path(r["file"]).name: r for r in _json_lines(captured.out)}
+    assert rc == 2  # a missing path is bad input, the other files are still reported
+    assert records["core.bin"]["category"] == "unknown" and "binary" in records["core.bin"]["summary"]
+    assert records["empty.log"]["category"] == "unknown" and "empty" in records["empty.log"]["summary"]
+    assert records["nope.log"]["category"] == "unknown" and "error" in records["nope.log"]
+    assert records[ECC.name]["category"] == "gpu_memory_error"
+    assert "nope.log" in captured.err
+
+
+def test_long_lines_and_invalid_utf8_are_streamed(tmp_path, capsys):
+    log = tmp_path / "big.log"
+    with log.open("wb") as f:
+        f.write(b"x" * 200_000 + b"\n")            # one line longer than the read size
+        f.write(b"\xff\xfe garbage \xc3\x28\n")    # not UTF-8
+        for i in range(5000):
+            f.write(b"step %d loss 2.1\n" % i)
+        f.write(b"[rank6]: OSError: [Errno 28] No space left on device\n")
+    assert main(["classify", "--json", str(log)]) == 0
+    (rec,) = _json_lines(capsys.readouterr().out)
+    assert rec["category"] == "storage_error" and rec["culprit"]["rank"] == 6
+    assert rec["evidence"][0]["line"] == 5003  # the over-long line is cut, not split
+
+
+def test_bad_threshold_is_usage_error(capsys):
+    assert main(["classify", "--threshold", "2", str(ECC)]) == 2
+    assert "--threshold" in capsys.readouterr().err
+
+
+def test_bench_classify_json(capsys):
+    assert main(["bench", "classify", "--json", "--repeat", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["files"] >= 60 and result["accuracy"] >= 0.9
+    assert result["lines_per_s"] > 0 and isinstance(result["misses"], list)
+
+
+def test_bench_classify_fails_below_target_and_reports_misses(tmp_path, capsys):
+    (tmp_path / "a.log").write_text("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.\n")
+    (tmp_path / "labels.json").write_text(json.dumps(
+        {"a.log": {"category": "host_oom", "culprit_rank": None, "source": "https://example.org"}}))
+    assert main(["bench", "classify", "--json", "--corpus", str(tmp_path), "--repeat", "1"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["misses"] == [{"file": "a.log", "expected": "host_oom", "got": "gpu_fallen_off_bus",
+                                 "summary": result["misses"][0]["summary"]}]
+
+
+def test_bench_missing_corpus_is_usage_error(tmp_path, capsys):
+    assert main(["bench", "classify", "--corpus", str(tmp_path)]) == 2
+    assert "labels.json" in capsys.readouterr().err

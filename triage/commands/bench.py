@@ -1,0 +1,31 @@
+"""Run one of Triage's benchmarks and report its numbers (`--json` for one JSON object).
+
+Each benchmark lives in `triage.benchmarks.<module>` with `add_arguments(parser)` and
+`run(args) -> int`; its exit code is passed through (1: below its target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+#: name -> (module under triage.benchmarks, one-line help). Add a benchmark with one line here.
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "classify": ("classify", "log classifier accuracy and throughput on the labeled log corpus"),
+    "ingest": ("ingest", "spool -> store ingest rows/s, store bytes per million rows, naive baseline"),
+    "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for name, (module_name, help_text) in BENCHMARKS.items():
+        module = importlib.import_module(f"triage.benchmarks.{module_name}")
+        p = sub.add_parser(name, help=help_text, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_bench_run=module.run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(args._bench_run(args) or 0)

@@ -1,0 +1,218 @@
+"""Spool -> store: moving what ranks wrote into the node's partition, exactly once.
+
+Each run lists the spool writer directories of the node, takes the segments above each
+directory's watermark in sequence order, and turns every batch into one store segment per table
+(DuckDB reads the many small spool files in one pass). The manifest that adds those segments
+also advances the watermarks; only once it is durable are the spool files deleted. So a crash
+anywhere repeats at most the uncommitted batch (its orphan segment is deleted on the next
+open), and spool files at or below a watermark are known to be stored and just deleted.
+A spool segment that cannot be read is moved to the partition's quarantine, reported, and
+recorded as a `telemetry_error` event; the rest of its batch is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from triage.store.config import StoreConfig
+from triage.store.layout import QUARANTINE_DIR, spool_node_dir, spool_nodes
+from triage.store.manifest import Segment
+from triage.store.schema import EVENT_SOURCE_STORE, table_spec
+from triage.store.sql import parquet_source
+from triage.store.writer import PartitionBusy, StoreWriter
+from triage.trainer_hooks.spool_schema import parse_segment_name
+
+_WRITER_DIR_RE = re.compile(r"^rank(?P<rank>\d+)-(?P<pid>\d+)$")
+
+
+@dataclass(frozen=True)
+class SpoolFile:
+    writer: str  # "<job>/<attempt>/rank<R>-<pid>", the watermark key
+    seq: int
+    table: str
+    path: Path
+    size: int
+
+
+@dataclass
+class SpoolError:
+    path: str
+    error: str
+    quarantined_to: str
+
+
+@dataclass
+class IngestReport:
+    rows: dict[str, int] = field(default_factory=dict)
+    spool_segments: int = 0
+    store_segments: int = 0
+    commits: int = 0
+    errors: list[SpoolError] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)  # partitions another process was writing
+    dropped_columns: list[str] = field(default_factory=list)  # "table.column" no store table has
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+    def add(self, other: "IngestReport") -> None:
+        for table, n in other.rows.items():
+            self.rows[table] = self.rows.get(table, 0) + n
+        self.spool_segments += other.spool_segments
+        self.store_segments += other.store_segments
+        self.commits += other.commits
+        self.errors += other.errors
+        self.busy += other.busy
+        self.dropped_columns = sorted(set(self.dropped_columns) | set(other.dropped_columns))
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total_rows": self.total_rows}
+
+
+def ingest_spools(data_dir: str | os.PathLike[str], node: str | None = None,
+                  config: StoreConfig | None = None) -> IngestReport:
+    """Ingest the spools of `node` (every node with a spool when None), skipping partitions
+    another process writes (they appear in `report.busy`)."""
+    report = IngestReport()
+    for n in [node] if node else spool_nodes(data_dir):
+        try:
+            with StoreWriter(data_dir, n, config) as writer:
+                report.add(ingest_partition(writer))
+        except PartitionBusy:
+            report.busy.append(n)
+    return report
+
+
+def ingest_partition(writer: StoreWriter) -> IngestReport:
+    """Ingest the writer's node spool; the agent calls this periodically while it holds it."""
+    report = IngestReport()
+    batch: list[SpoolFile] = []
+    size = 0
+    for f in _pending(writer):
+        batch.append(f)
+        size += f.size
+        if size >= writer.config.ingest_batch_bytes:
+            _ingest_batch(writer, batch, report)
+            batch, size = [], 0
+    if batch:
+        _ingest_batch(writer, batch, report)
+    return report
+
+
+def _subdirs(path: Path) -> list[os.DirEntry]:
+    return sorted((e for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")),
+                  key=lambda e: e.name)
+
+
+def _pending(writer: StoreWriter) -> list[SpoolFile]:
+    """Spool segments above their writer's watermark, in sequence order per writer; those at
+    or below it are already stored (a crash came after the commit) and are deleted."""
+    root = spool_node_dir(writer.data_dir, writer.node)
+    if not root.is_dir():
+        return []
+    out = []
+    for job in _subdirs(root):
+        for attempt in _subdirs(Path(job.path)):
+            for wdir in _subdirs(Path(attempt.path)):
+                key = f"{job.name}/{attempt.name}/{wdir.name}"
+                mark = writer.manifest.watermarks.get(key, -1)
+                files = []
+                for entry in os.scandir(wdir.path):
+                    parsed = parse_segment_name(entry.name)
+                    if parsed is None:
+                        continue
+                    if parsed[0] <= mark:
+                        os.unlink(entry.path)
+                    else:
+                        files.append(SpoolFile(key, parsed[0], parsed[1], Path(entry.path),
+                                               entry.stat().st_size))
+                out += sorted(files, key=lambda f: f.seq)
+    return out
+
+
+def _ingest_batch(writer: StoreWriter, batch: list[SpoolFile], report: IngestReport) -> None:
+    by_table: dict[str, list[SpoolFile]] = defaultdict(list)
+    for f in batch:
+        by_table[f.table].append(f)
+    staged: list[Segment] = []
+    bad: list[tuple[SpoolFile, str]] = []
+    for table, files in by_table.items():
+        segment = _store_table(writer, table, files, bad, report)
+        staged += [segment] if segment else []
+    if bad:
+        errors = [_quarantine(writer, f, why) for f, why in bad]
+        report.errors += errors
+        segment = writer.stage_arrow("events", _error_events(writer, bad, errors))
+        staged += [segment] if segment else []
+    marks: dict[str, int] = {}
+    for f in batch:
+        marks[f.writer] = max(marks.get(f.writer, -1), f.seq)
+    writer.commit(staged, watermarks=marks)
+    # Durable now: the spool copies may go.
+    for f in batch:
+        f.path.unlink(missing_ok=True)
+    for s in staged:
+        report.rows[s.table] = report.rows.get(s.table, 0) + s.rows
+    report.spool_segments += len(batch)
+    report.store_segments += len(staged)
+    report.commits += 1
+
+
+def _store_table(writer: StoreWriter, table: str, files: list[SpoolFile],
+                 bad: list[tuple[SpoolFile, str]], report: IngestReport) -> Segment | None:
+    """One segment from all the readable files. The common case costs one pass; when it fails,
+    each file is read alone to find the culprits, and if none is, the error was not theirs."""
+    try:
+        return _copy(writer, table, files, report)
+    except duckdb.Error as batch_error:
+        good = []
+        for f in files:
+            try:
+                select, _ = writer.conform_sql(table, parquet_source([f.path]))
+                writer.con.sql(select).to_arrow_table()
+                good.append(f)
+            except duckdb.Error as exc:
+                bad.append((f, str(exc).splitlines()[0]))
+        if len(good) == len(files):
+            raise batch_error
+        return _copy(writer, table, good, report) if good else None
+
+
+def _copy(writer: StoreWriter, table: str, files: list[SpoolFile], report: IngestReport) -> Segment | None:
+    select, dropped = writer.conform_sql(table, parquet_source([f.path for f in files]))
+    report.dropped_columns = sorted(set(report.dropped_columns) | {f"{table}.{c}" for c in dropped})
+    return writer.write_segment(table, select)
+
+
+def _quarantine(writer: StoreWriter, f: SpoolFile, why: str) -> SpoolError:
+    """Keep an unreadable segment for a human, out of the spool so it is not read again."""
+    dest = writer.dir / QUARANTINE_DIR / f.writer / f.path.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(f.path, dest)
+    return SpoolError(str(f.path), why, str(dest))
+
+
+def _error_events(writer: StoreWriter, bad: list[tuple[SpoolFile, str]],
+                  errors: list[SpoolError]) -> pa.Table:
+    now = writer.clock()
+    rows = []
+    for (f, why), err in zip(bad, errors):
+        job_id, attempt, wdir = f.writer.split("/")
+        m = _WRITER_DIR_RE.match(wdir)
+        rows.append({
+            "job_id": job_id, "attempt": int(attempt) if attempt.isdigit() else None,
+            "rank": int(m["rank"]) if m else None, "node": writer.node, "gpu": None,
+            "time": now, "kind": "telemetry_error", "step": None,
+            "message": f"unreadable spool segment {f.path.name} ({f.table}) skipped: {why}",
+            "detail": json.dumps(asdict(err)), "source": EVENT_SOURCE_STORE,
+        })
+    return pa.Table.from_pylist(rows, schema=table_spec("events").schema)

@@ -1,0 +1,386 @@
+"""One job's telemetry, shaped for the analyzers: the store's rows boiled down in DuckDB.
+
+A 1024-rank job of 2000 steps holds 2M step rows and 20M collective rows; the analyzers never see
+those rows. The per-rank, per-step and per-collective aggregates they reason about are computed
+here in SQL (window functions over (group, seq) for who arrived last, per-window medians for
+stragglers, last rows per rank for heartbeats), so pandas only ever holds thousands of rows.
+
+A table a store does not have yet (no agent ran, so no GPU samples) yields an empty frame with
+the expected columns: the analyzers then simply find nothing there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+
+#: Steps per window of the per-rank compute-time medians (stragglers must persist over windows).
+DEFAULT_WINDOW_STEPS = 50
+#: GPU/kernel events this long before a job's first record still belong to it: a GPU can fail
+#: while the job is starting, and the hardware signal often precedes the software symptom.
+DEFAULT_MARGIN_S = 300.0
+#: Rows kept of the few tables that can grow without bound in a broken job.
+MAX_DETAIL_ROWS = 5000
+
+
+@dataclass
+class JobData:
+    """Everything the analyzers read about one job, one frame per concern.
+
+    Frames, keyed by `attempt` (and `rank`) where they concern ranks:
+    - `ranks`: attempt, rank, node, gpu, gpu_uuid, pid, world_size, start_time (process start)
+    - `rank_steps`: per (attempt, rank): steps, first_step, last_step, first_start, last_end,
+      median_step_s, median_compute_s, data_wait_s
+    - `step_timeline`: per (attempt, step) over ranks: ranks, start, end, data_wait_s (median),
+      loss (median), grad_norm (median)
+    - `rank_windows`: per (attempt, rank, window of `window_steps` steps): steps, first_step,
+      start, median_compute_s
+    - `nonfinite_steps`: the earliest step rows with a NaN/Inf loss or grad-norm: attempt, rank,
+      step, time, loss, grad_norm
+    - `loss_outliers`: step rows whose loss differs from the value most ranks agree on exactly
+      (where a majority agrees, i.e. the loss is replicated): attempt, rank, step, time, loss,
+      agreed_loss, agreeing, ranks
+    - `arrivals`: per (attempt, rank): collectives, last_arrivals (times it entered a collective
+      last), wait_caused_s (how long the others waited for it in those collectives)
+    - `last_collectives`: per (attempt, rank, group): last_entered_seq, last_completed_seq,
+      last_op, last_enter_time
+    - `heartbeats`: per (attempt, rank) the last heartbeat: first_time, time, step, inflight_op,
+      inflight_group, inflight_seq, inflight_since
+    - `events`: every event but canaries: attempt, rank, node, gpu, time, kind, step, message,
+      detail
+    - `canary_mismatches`: canary rows of the (attempt, step)s where ranks' digests differ:
+      attempt, rank, node, gpu, step, time, digest
+    - `gpu_health`: per (node, gpu) over the job's span, from the agent's GPU samples (see
+      `_GPU_HEALTH_SQL` for the columns)
+    - `gpu_events`, `kernel_events`: the agent's rows for the job's nodes within its span
+    - `attempt_outcomes`: the supervisor's conclusion per attempt where it wrote one
+    """
+
+    job_id: str
+    window_steps: int
+    ranks: pd.DataFrame
+    rank_steps: pd.DataFrame
+    step_timeline: pd.DataFrame
+    rank_windows: pd.DataFrame
+    nonfinite_steps: pd.DataFrame
+    loss_outliers: pd.DataFrame
+    arrivals: pd.DataFrame
+    last_collectives: pd.DataFrame
+    heartbeats: pd.DataFrame
+    events: pd.DataFrame
+    canary_mismatches: pd.DataFrame
+    gpu_health: pd.DataFrame
+    gpu_events: pd.DataFrame
+    kernel_events: pd.DataFrame
+    attempt_outcomes: pd.DataFrame
+
+    @property
+    def attempts(self) -> list[int]:
+        return sorted(int(a) for a in self.ranks["attempt"].unique())
+
+    def span(self) -> tuple[float, float] | None:
+        """(first process start, last record) over all attempts; None for a job with no rows."""
+        starts = pd.concat([self.ranks["start_time"], self.events["time"]]).dropna()
+        ends = pd.concat([self.heartbeats["time"], self.events["time"],
+                          self.rank_steps["last_end"]]).dropna()
+        if starts.empty or ends.empty:
+            return None
+        return float(starts.min()), float(max(ends.max(), starts.min()))
+
+    def attempt_span(self, attempt: int) -> tuple[float, float] | None:
+        r = self.ranks[self.ranks["attempt"] == attempt]["start_time"].dropna()
+        ends = pd.concat([
+            self.heartbeats.loc[self.heartbeats["attempt"] == attempt, "time"],
+            self.events.loc[self.events["attempt"] == attempt, "time"],
+            self.rank_steps.loc[self.rank_steps["attempt"] == attempt, "last_end"],
+        ]).dropna()
+        if r.empty:
+            return None
+        start = float(r.min())
+        return start, (max(float(ends.max()), start) if not ends.empty else start)
+
+    def attempt_at(self, t: float) -> int:
+        """The attempt running at time `t`: the latest one started by then (else the first)."""
+        best = None
+        for a in self.attempts:
+            s = self.attempt_span(a)
+            if s is not None and s[0] <= t:
+                best = a
+        return best if best is not None else (self.attempts[0] if self.attempts else 0)
+
+    def ranks_on(self, attempt: int, node: str, gpu: int | None) -> list[int]:
+        r = self.ranks[(self.ranks["attempt"] == attempt) & (self.ranks["node"] == node)]
+        if gpu is not None:
+            r = r[r["gpu"] == gpu]
+        return sorted(int(x) for x in r["rank"].unique())
+
+    def rank_row(self, attempt: int, rank: int) -> pd.Series | None:
+        r = self.ranks[(self.ranks["attempt"] == attempt) & (self.ranks["rank"] == rank)]
+        return None if r.empty else r.iloc[-1]
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def list_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Job ids the store knows, for telling a user which ones exist."""
+    have = _tables(con) & {"ranks", "events"}
+    if not have:
+        return []
+    union = " UNION ".join(f"SELECT DISTINCT job_id FROM {t}" for t in sorted(have))
+    return [r[0] for r in con.execute(f"SELECT job_id FROM ({union}) WHERE job_id IS NOT NULL "
+                                      "ORDER BY job_id").fetchall()]
+
+
+_RANKS_SQL = """
+SELECT attempt, rank, arg_max(node, start_time) AS node, arg_max(gpu, start_time) AS gpu,
+       arg_max(gpu_uuid, start_time) AS gpu_uuid, arg_max(pid, start_time) AS pid,
+       max(world_size) AS world_size, min(start_time) AS start_time
+FROM ranks WHERE job_id = $job GROUP BY attempt, rank ORDER BY attempt, rank
+"""
+
+_RANK_STEPS_SQL = """
+SELECT attempt, rank, count(*) AS steps, min(step) AS first_step, max(step) AS last_step,
+       min(start_time) AS first_start, max(end_time) AS last_end,
+       median(end_time - start_time) AS median_step_s, median(compute_s) AS median_compute_s,
+       sum(data_wait_s) AS data_wait_s
+FROM steps WHERE job_id = $job GROUP BY attempt, rank ORDER BY attempt, rank
+"""
+
+_STEP_TIMELINE_SQL = """
+SELECT attempt, step, count(*) AS ranks, min(start_time) AS start, max(end_time) AS "end",
+       median(data_wait_s) AS data_wait_s,
+       median(loss) FILTER (WHERE isfinite(loss)) AS loss,
+       median(grad_norm) FILTER (WHERE isfinite(grad_norm)) AS grad_norm
+FROM steps WHERE job_id = $job GROUP BY attempt, step ORDER BY attempt, step
+"""
+
+_RANK_WINDOWS_SQL = """
+SELECT attempt, rank, step // $window AS "window", count(*) AS steps, min(step) AS first_step,
+       min(start_time) AS start, median(compute_s) AS median_compute_s
+FROM steps WHERE job_id = $job AND compute_s IS NOT NULL
+GROUP BY ALL ORDER BY attempt, rank, "window"
+"""
+
+_NONFINITE_SQL = f"""
+SELECT attempt, rank, step, end_time AS time, loss, grad_norm
+FROM steps WHERE job_id = $job
+  AND (nonfinite OR NOT isfinite(loss) OR NOT isfinite(grad_norm))
+ORDER BY end_time, rank LIMIT {MAX_DETAIL_ROWS}
+"""
+
+# Where a strict majority of ranks report bit-identical losses at a step, the loss is
+# replicated (e.g. all-reduced) and a rank that disagrees computed something else.
+_LOSS_OUTLIERS_SQL = f"""
+WITH per_value AS (
+  SELECT attempt, step, loss, count(*) AS n
+  FROM steps WHERE job_id = $job AND isfinite(loss) GROUP BY ALL),
+per_step AS (
+  SELECT attempt, step, arg_max(loss, n) AS agreed_loss, max(n) AS agreeing, sum(n) AS ranks
+  FROM per_value GROUP BY ALL HAVING count(*) > 1 AND max(n) * 2 > sum(n) AND sum(n) >= 3)
+SELECT s.attempt, s.rank, s.step, s.end_time AS time, s.loss, p.agreed_loss, p.agreeing, p.ranks
+FROM steps s JOIN per_step p USING (attempt, step)
+WHERE s.job_id = $job AND isfinite(s.loss) AND s.loss <> p.agreed_loss
+ORDER BY s.end_time, s.rank LIMIT {MAX_DETAIL_ROWS}
+"""
+
+# Rows of different ranks with the same (group, seq) are one collective; only collectives every
+# member recorded say who came last. n/(n-1) * (last - mean) is how long the others waited on
+# average for the last one to arrive.
+_ARRIVALS_SQL = """
+WITH c AS (
+  SELECT attempt, "group", seq, rank, enter_time, group_size
+  FROM collectives WHERE job_id = $job AND group_size > 1),
+per AS (
+  SELECT attempt, "group", seq, arg_max(rank, enter_time) AS last_rank,
+         max(enter_time) AS last_enter, avg(enter_time) AS mean_enter, count(*) AS n,
+         max(group_size) AS size
+  FROM c GROUP BY ALL),
+lasts AS (
+  SELECT attempt, last_rank AS rank, count(*) AS last_arrivals,
+         sum((last_enter - mean_enter) * n / (n - 1)) AS wait_caused_s
+  FROM per WHERE n = size GROUP BY ALL),
+counts AS (SELECT attempt, rank, count(*) AS collectives FROM c GROUP BY ALL)
+SELECT attempt, rank, collectives, coalesce(last_arrivals, 0) AS last_arrivals,
+       coalesce(wait_caused_s, 0.0) AS wait_caused_s
+FROM counts LEFT JOIN lasts USING (attempt, rank) ORDER BY attempt, rank
+"""
+
+_LAST_COLLECTIVES_SQL = """
+SELECT attempt, rank, "group", max(seq) AS last_entered_seq,
+       max(seq) FILTER (WHERE end_time IS NOT NULL) AS last_completed_seq,
+       arg_max(op, seq) AS last_op, max(enter_time) AS last_enter_time
+FROM collectives WHERE job_id = $job GROUP BY ALL ORDER BY attempt, rank, "group"
+"""
+
+_HEARTBEATS_SQL = """
+SELECT attempt, rank, min(time) AS first_time, max(time) AS time, arg_max(step, time) AS step,
+       arg_max(inflight_op, time) AS inflight_op, arg_max(inflight_group, time) AS inflight_group,
+       arg_max(inflight_seq, time) AS inflight_seq,
+       arg_max(inflight_since, time) AS inflight_since
+FROM heartbeats WHERE job_id = $job GROUP BY attempt, rank ORDER BY attempt, rank
+"""
+
+_EVENTS_SQL = """
+SELECT attempt, rank, node, gpu, time, kind, step, message, detail
+FROM events WHERE job_id = $job AND kind <> 'canary' ORDER BY time, rank
+"""
+
+_CANARY_SQL = f"""
+WITH c AS (SELECT attempt, rank, node, gpu, step, time, message AS digest
+           FROM events WHERE job_id = $job AND kind = 'canary'),
+split AS (SELECT attempt, step FROM c GROUP BY ALL HAVING count(DISTINCT digest) > 1)
+SELECT c.* FROM c JOIN split USING (attempt, step) ORDER BY c.step, c.rank
+LIMIT {MAX_DETAIL_ROWS}
+"""
+
+#: Throttle reasons that hold a GPU back for its health (FIELD-NOTES.md): HW slowdown 0x8,
+#: SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
+THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
+
+# Counters are compared with their first reading in the span, so a count from before the job
+# (an old ECC error, replays since boot) is not blamed on it.
+_GPU_HEALTH_SQL = f"""
+WITH s AS (
+  SELECT * FROM gpu_samples
+  WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job)
+    AND time BETWEEN $t0 AND $t1),
+firsts AS (
+  SELECT node, gpu, arg_min(pcie_replay_total, time) AS replay0,
+         arg_min(ecc_uncorrected_volatile, time) AS ecc0,
+         arg_min(remapped_rows_uncorrectable, time) AS remap0,
+         arg_min(nvlink_crc_errors_total, time) AS crc0,
+         arg_min(nvlink_replay_errors_total, time) AS nvreplay0,
+         arg_min(nvlink_recovery_errors_total, time) AS recovery0
+  FROM s GROUP BY ALL)
+SELECT node, gpu, any_value(uuid) AS uuid, count(*) AS samples,
+       min(time) FILTER (WHERE NOT gpu_up) AS lost_time,
+       count(*) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttled_samples,
+       bit_or(clock_event_reasons & {THROTTLE_MASK}) AS throttle_reasons,
+       min(time) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttle_first,
+       max(time) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttle_last,
+       max(temperature_celsius) AS max_temperature_celsius,
+       any_value(temperature_slowdown_celsius) AS slowdown_celsius,
+       max(ecc_uncorrected_volatile) AS ecc_uncorrected,
+       min(time) FILTER (WHERE ecc_uncorrected_volatile > 0) AS ecc_first,
+       any_value(ecc0) AS ecc_uncorrected_at_start,
+       bool_or(remapped_rows_failure) AS remap_failure,
+       min(time) FILTER (WHERE remapped_rows_failure) AS remap_failure_first,
+       max(remapped_rows_uncorrectable) - any_value(remap0) AS remap_uncorrectable_growth,
+       max(pcie_replay_total) - any_value(replay0) AS pcie_replay_growth,
+       min(time) FILTER (WHERE pcie_replay_total > replay0) AS pcie_replay_first,
+       min(pcie_link_width) AS pcie_link_width, max(pcie_link_width_max) AS pcie_link_width_max,
+       min(time) FILTER (WHERE pcie_link_width < pcie_link_width_max) AS pcie_width_first,
+       max(nvlink_crc_errors_total) - any_value(crc0) AS nvlink_crc_growth,
+       max(nvlink_replay_errors_total) - any_value(nvreplay0) AS nvlink_replay_growth,
+       max(nvlink_recovery_errors_total) - any_value(recovery0) AS nvlink_recovery_growth,
+       min(time) FILTER (WHERE nvlink_crc_errors_total > crc0
+                            OR nvlink_recovery_errors_total > recovery0) AS nvlink_first
+FROM s JOIN firsts USING (node, gpu) GROUP BY node, gpu ORDER BY node, gpu
+"""
+
+_GPU_HEALTH_COLUMNS = [
+    "node", "gpu", "uuid", "samples", "lost_time", "throttled_samples", "throttle_reasons",
+    "throttle_first", "throttle_last", "max_temperature_celsius", "slowdown_celsius",
+    "ecc_uncorrected", "ecc_first", "ecc_uncorrected_at_start", "remap_failure",
+    "remap_failure_first", "remap_uncorrectable_growth", "pcie_replay_growth",
+    "pcie_replay_first", "pcie_link_width", "pcie_link_width_max", "pcie_width_first",
+    "nvlink_crc_growth", "nvlink_replay_growth", "nvlink_recovery_growth", "nvlink_first",
+]
+
+_NODE_EVENTS_SQL = """
+SELECT * FROM {table}
+WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job)
+  AND time BETWEEN $t0 AND $t1 ORDER BY time
+"""
+
+_OUTCOMES_SQL = """
+SELECT attempt, arg_max(status, time) AS status, arg_max(exit_code, time) AS exit_code,
+       arg_max(reason, time) AS reason
+FROM attempt_outcomes WHERE job_id = $job GROUP BY attempt ORDER BY attempt
+"""
+
+#: Columns of each frame when its table is absent, so analyzers can filter an empty frame.
+_EMPTY_COLUMNS: dict[str, list[str]] = {
+    "ranks": ["attempt", "rank", "node", "gpu", "gpu_uuid", "pid", "world_size", "start_time"],
+    "rank_steps": ["attempt", "rank", "steps", "first_step", "last_step", "first_start",
+                   "last_end", "median_step_s", "median_compute_s", "data_wait_s"],
+    "step_timeline": ["attempt", "step", "ranks", "start", "end", "data_wait_s", "loss",
+                      "grad_norm"],
+    "rank_windows": ["attempt", "rank", "window", "steps", "first_step", "start",
+                     "median_compute_s"],
+    "nonfinite_steps": ["attempt", "rank", "step", "time", "loss", "grad_norm"],
+    "loss_outliers": ["attempt", "rank", "step", "time", "loss", "agreed_loss", "agreeing",
+                      "ranks"],
+    "arrivals": ["attempt", "rank", "collectives", "last_arrivals", "wait_caused_s"],
+    "last_collectives": ["attempt", "rank", "group", "last_entered_seq", "last_completed_seq",
+                         "last_op", "last_enter_time"],
+    "heartbeats": ["attempt", "rank", "first_time", "time", "step", "inflight_op",
+                   "inflight_group", "inflight_seq", "inflight_since"],
+    "events": ["attempt", "rank", "node", "gpu", "time", "kind", "step", "message", "detail"],
+    "canary_mismatches": ["attempt", "rank", "node", "gpu", "step", "time", "digest"],
+    "gpu_health": _GPU_HEALTH_COLUMNS,
+    "gpu_events": ["time", "node", "gpu", "uuid", "kind", "xid", "text", "source", "simulated",
+                   "pci_bus_id"],
+    "kernel_events": ["time", "node", "kind", "raw", "message", "xid", "pci_bus_id", "gpu",
+                      "gpu_instance", "compute_instance", "pid", "process_name", "severity",
+                      "simulated"],
+    "attempt_outcomes": ["attempt", "status", "exit_code", "reason"],
+}
+
+
+def _query(con: duckdb.DuckDBPyConnection, have: set[str], needs: tuple[str, ...], frame: str,
+           sql: str, params: dict[str, object]) -> pd.DataFrame:
+    if not set(needs) <= have:
+        return pd.DataFrame(columns=_EMPTY_COLUMNS[frame])
+    used = {k: v for k, v in params.items() if f"${k}" in sql}
+    return con.execute(sql, used).df()
+
+
+def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *,
+             window_steps: int = DEFAULT_WINDOW_STEPS,
+             margin_s: float = DEFAULT_MARGIN_S) -> JobData:
+    """Read one job from a store snapshot (views named after the tables).
+
+    Raises KeyError when the store has no record of `job_id` (`list_jobs` names the known ones).
+    """
+    have = _tables(con)
+    params: dict[str, object] = {"job": job_id, "window": window_steps}
+
+    def q(frame: str, needs: tuple[str, ...], sql: str) -> pd.DataFrame:
+        return _query(con, have, needs, frame, sql, params)
+
+    ranks = q("ranks", ("ranks",), _RANKS_SQL)
+    events = q("events", ("events",), _EVENTS_SQL)
+    if ranks.empty and events.empty:
+        raise KeyError(job_id)
+    heartbeats = q("heartbeats", ("heartbeats",), _HEARTBEATS_SQL)
+    rank_steps = q("rank_steps", ("steps",), _RANK_STEPS_SQL)
+    times = pd.concat([ranks["start_time"], events["time"], heartbeats["time"],
+                       rank_steps["last_end"]]).dropna()
+    params["t0"] = float(times.min()) - margin_s if not times.empty else 0.0
+    params["t1"] = float(times.max()) + margin_s if not times.empty else 0.0
+    return JobData(
+        job_id=job_id,
+        window_steps=window_steps,
+        ranks=ranks,
+        rank_steps=rank_steps,
+        step_timeline=q("step_timeline", ("steps",), _STEP_TIMELINE_SQL),
+        rank_windows=q("rank_windows", ("steps",), _RANK_WINDOWS_SQL),
+        nonfinite_steps=q("nonfinite_steps", ("steps",), _NONFINITE_SQL),
+        loss_outliers=q("loss_outliers", ("steps",), _LOSS_OUTLIERS_SQL),
+        arrivals=q("arrivals", ("collectives",), _ARRIVALS_SQL),
+        last_collectives=q("last_collectives", ("collectives",), _LAST_COLLECTIVES_SQL),
+        heartbeats=heartbeats,
+        events=events,
+        canary_mismatches=q("canary_mismatches", ("events",), _CANARY_SQL),
+        gpu_health=q("gpu_health", ("gpu_samples", "ranks"), _GPU_HEALTH_SQL),
+        gpu_events=q("gpu_events", ("gpu_events", "ranks"),
+                     _NODE_EVENTS_SQL.format(table="gpu_events")),
+        kernel_events=q("kernel_events", ("kernel_events", "ranks"),
+                        _NODE_EVENTS_SQL.format(table="kernel_events")),
+        attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL),
+    )

@@ -1,0 +1,63 @@
+"""Where things live in a data directory.
+
+```
+<data_dir>/spool/<node>/<job>/<attempt>/rank<R>-<pid>/<seq>.<table>.parquet   ranks write
+<data_dir>/store/<node>/MANIFEST.json              live segments, schema version, watermarks
+<data_dir>/store/<node>/<table>/<gen>-<id>.parquet immutable store segments
+<data_dir>/store/<node>/quarantine/...             corrupt spool segments, kept for a human
+<data_dir>/store/<node>/.writer.lock               held by the one ingester of the partition
+```
+One partition per node, written only by that node's agent (or a CLI where no agent runs), so
+nodes never contend and the store grows by adding nodes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from triage.config import ConfigError
+
+SPOOL_DIR = "spool"
+STORE_DIR = "store"
+MANIFEST_NAME = "MANIFEST.json"
+LOCK_NAME = ".writer.lock"
+QUARANTINE_DIR = "quarantine"
+
+
+def partition_dir(data_dir: str | os.PathLike[str], node: str) -> Path:
+    return Path(data_dir) / STORE_DIR / node
+
+
+def spool_node_dir(data_dir: str | os.PathLike[str], node: str) -> Path:
+    return Path(data_dir) / SPOOL_DIR / node
+
+
+def _subdirs(path: Path) -> list[str]:
+    try:
+        return sorted(e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def partitions(data_dir: str | os.PathLike[str]) -> list[str]:
+    """Nodes with a store partition (a manifest)."""
+    root = Path(data_dir) / STORE_DIR
+    return [n for n in _subdirs(root) if (root / n / MANIFEST_NAME).exists()]
+
+
+def spool_nodes(data_dir: str | os.PathLike[str]) -> list[str]:
+    return _subdirs(Path(data_dir) / SPOOL_DIR)
+
+
+def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """The data dir, or a `ConfigError` saying why it is not one (an empty folder is an empty
+    store; a folder holding other things is probably a wrong --data-dir)."""
+    path = Path(data_dir)
+    if not path.is_dir():
+        raise ConfigError(f"data directory {path} does not exist; pass --data-dir (or set "
+                          "TRIAGE_DATA_DIR) to where `triage agent`/`triage demo` write, or run `triage demo`")
+    if not (path / STORE_DIR).is_dir() and not (path / SPOOL_DIR).is_dir() and any(path.iterdir()):
+        raise ConfigError(f"{path} is not a Triage data directory (it has neither {SPOOL_DIR}/ nor "
+                          f"{STORE_DIR}/); pass the --data-dir that `triage agent`/`triage demo` used")
+    return path

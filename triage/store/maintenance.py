@@ -1,0 +1,62 @@
+"""Retention and compaction, run by the partition's writer (the agent, periodically).
+
+Both only replace the manifest: retention retires whole segments whose newest row is older
+than the table's age bound, or the oldest ones while the table is over its size bound;
+compaction merges small segments (many short ingest batches) into a few big ones so readers
+open fewer files. Replaced files stay on disk for `retire_grace_s` for snapshots already open.
+"""
+
+from __future__ import annotations
+
+from triage.store.manifest import Segment
+from triage.store.sql import parquet_source
+from triage.store.writer import StoreWriter
+
+
+def apply_retention(writer: StoreWriter, now: float | None = None) -> list[Segment]:
+    """Retire the segments past their table's bounds; returns them."""
+    now = writer.clock() if now is None else now
+    config = writer.config
+    dropped: list[Segment] = []
+    for table in sorted({s.table for s in writer.manifest.segments}):
+        segments = sorted(writer.manifest.table_segments(table),
+                          key=lambda s: (s.max_time is None, s.max_time or 0.0))
+        age = config.age_bound(table)
+        keep = [s for s in segments
+                if age is None or s.max_time is None or s.max_time >= now - age]
+        dropped += [s for s in segments if s not in keep]
+        size = config.size_bound(table)
+        total = sum(s.bytes for s in keep)
+        while size is not None and keep and total > size:
+            oldest = keep.pop(0)
+            total -= oldest.bytes
+            dropped.append(oldest)
+    if dropped:
+        writer.commit(removed=dropped)
+    return dropped
+
+
+def compact(writer: StoreWriter) -> list[Segment]:
+    """Merge runs of small segments per table, in time order; returns the new segments."""
+    config = writer.config
+    added: list[Segment] = []
+    removed: list[Segment] = []
+    for table in sorted({s.table for s in writer.manifest.segments}):
+        small = sorted((s for s in writer.manifest.table_segments(table)
+                        if s.bytes < config.compact_below_bytes),
+                       key=lambda s: (s.min_time is None, s.min_time or 0.0))
+        runs: list[list[Segment]] = [[]]
+        for s in small:
+            if runs[-1] and sum(x.bytes for x in runs[-1]) + s.bytes > config.compact_target_bytes:
+                runs.append([])
+            runs[-1].append(s)
+        for run in runs:
+            if len(run) < 2:
+                continue
+            select, _ = writer.conform_sql(table, parquet_source([writer.segment_path(s) for s in run]))
+            merged = writer.write_segment(table, select)
+            added += [merged] if merged else []
+            removed += run
+    if removed:
+        writer.commit(added, removed)
+    return added

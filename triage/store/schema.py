@@ -1,0 +1,143 @@
+"""The store's tables and its schema version: one registry every writer and reader uses.
+
+Spool-fed tables take their columns from `trainer_hooks.spool_schema` and collector-fed tables
+from the `collectors.records` dataclasses (one line each in `TABLES`), so a column added there
+reaches the store without a second definition. Every store column is nullable: the supervisor
+writes job-level rows with no rank, and readers show a column missing from an older segment
+as NULL. Adding a column therefore needs no migration; renaming one, changing its type or
+back-filling a default does: bump `SCHEMA_VERSION` and add a step to `migrations.MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from triage.collectors.records import (
+    DiskSample, GpuEvent, GpuSample, HostSample, KernelLogEvent, ProcessSample, Unavailable,
+)
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES
+
+#: v1: the spool tables as ranks write them. v2: `events.source` says who wrote an event.
+SCHEMA_VERSION = 2
+
+#: `events.source` of the rows ranks write through the spool; the store writes `store`
+#: (e.g. a corrupt spool segment), the supervisor `supervisor`.
+EVENT_SOURCE_RANK = "rank"
+EVENT_SOURCE_STORE = "store"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table: its columns, the column retention ages rows by, and SQL defaults for columns
+    that a source may lack (applied at ingest; otherwise a missing column is NULL)."""
+
+    name: str
+    schema: pa.Schema
+    time_column: str
+    defaults: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.time_column not in self.schema.names:
+            raise ValueError(f"table {self.name}: time column {self.time_column!r} not in schema")
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
+_PY_TO_ARROW: dict[type, pa.DataType] = {
+    int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
+}
+
+
+def _arrow_type(tp: typing.Any) -> pa.DataType:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _arrow_type(inner)
+    if origin is tuple:
+        return pa.list_(_arrow_type(typing.get_args(tp)[0]))
+    if tp in _PY_TO_ARROW:
+        return _PY_TO_ARROW[tp]
+    raise TypeError(f"no store column type for {tp!r}; extend _PY_TO_ARROW")
+
+
+def schema_from_dataclass(cls: type) -> pa.Schema:
+    """Columns named and typed after a record dataclass's fields, so the table follows the
+    record when a collector adds a reading."""
+    hints = typing.get_type_hints(cls)
+    return pa.schema([pa.field(f.name, _arrow_type(hints[f.name]))
+                      for f in dataclasses.fields(cls)])
+
+
+_EVENTS = _nullable(SPOOL_TABLES["events"]).append(pa.field("source", pa.string()))
+
+INCIDENTS = pa.schema([
+    pa.field("job_id", pa.string()), pa.field("attempt", pa.int32()),
+    pa.field("time", pa.float64()),  # when the verdict was recorded
+    pa.field("category", pa.string()), pa.field("layer", pa.string()),
+    pa.field("action", pa.string()), pa.field("confidence", pa.float64()),
+    pa.field("summary", pa.string()),
+    pa.field("culprit_rank", pa.int32()), pa.field("culprit_node", pa.string()),
+    pa.field("culprit_gpu", pa.int32()), pa.field("culprit_uuid", pa.string()),
+    pa.field("first_seen", pa.float64()),
+    pa.field("verdict", pa.string()),  # the whole Verdict.to_dict() as JSON
+])
+
+#: What the supervisor concluded about an attempt; when present it decides the attempt's status.
+ATTEMPT_OUTCOMES = pa.schema([
+    pa.field("job_id", pa.string()), pa.field("attempt", pa.int32()),
+    pa.field("time", pa.float64()),
+    pa.field("status", pa.string()),  # one of ATTEMPT_STATUSES
+    pa.field("exit_code", pa.int32()),
+    pa.field("reason", pa.string()),
+])
+
+ATTEMPT_STATUSES = ("running", "completed", "failed", "preempted")
+
+_SPOOL_TIME = {"ranks": "start_time", "steps": "end_time", "collectives": "enter_time",
+               "events": "time", "heartbeats": "time"}
+
+#: Collector record type -> table, so the agent stores any record with `append_records`.
+RECORD_TABLES: dict[type, str] = {
+    GpuSample: "gpu_samples",
+    GpuEvent: "gpu_events",
+    HostSample: "host_samples",
+    DiskSample: "disk_samples",
+    ProcessSample: "process_samples",
+    KernelLogEvent: "kernel_events",
+    Unavailable: "unavailable",
+}
+
+TABLES: dict[str, TableSpec] = {
+    **{name: TableSpec(name, _nullable(s), _SPOOL_TIME[name])
+       for name, s in SPOOL_TABLES.items() if name != "events"},
+    "events": TableSpec("events", _EVENTS, "time", {"source": f"'{EVENT_SOURCE_RANK}'"}),
+    "incidents": TableSpec("incidents", INCIDENTS, "time"),
+    "attempt_outcomes": TableSpec("attempt_outcomes", ATTEMPT_OUTCOMES, "time"),
+    **{name: TableSpec(name, schema_from_dataclass(cls), "time")
+       for cls, name in RECORD_TABLES.items()},
+}
+
+_DUCKDB_TYPES: dict[pa.DataType, str] = {
+    pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int16(): "SMALLINT",
+    pa.float64(): "DOUBLE", pa.float32(): "FLOAT", pa.bool_(): "BOOLEAN",
+}
+
+
+def duckdb_type(tp: pa.DataType) -> str:
+    if pa.types.is_list(tp):
+        return duckdb_type(tp.value_type) + "[]"
+    return _DUCKDB_TYPES[tp]
+
+
+def table_spec(name: str) -> TableSpec:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"unknown store table {name!r}; known: {', '.join(sorted(TABLES))}") from None

@@ -1,0 +1,246 @@
+"""Readers: a consistent, lock-free view of the whole store.
+
+A snapshot reads every partition's manifest once, at open, and builds an in-memory DuckDB
+connection with one view per table over exactly the segment files those manifests name. The
+writer never changes a named file and deletes replaced ones only after a grace period, so a
+snapshot never takes a lock, never blocks the agent, and never sees half a batch; reopen one
+to see newer data (and within `retire_grace_s`). Jobs, attempts and checkpoints are views
+derived from the append-only facts, so nothing has to keep them up to date.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Sequence, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from triage.store.config import StoreConfig
+from triage.store.layout import partition_dir, partitions
+from triage.store.manifest import load_manifest
+from triage.store.schema import TABLES
+from triage.store.sql import parquet_source
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    job_id: str
+    attempt: int
+    status: str  # schema.ATTEMPT_STATUSES
+    ranks: int
+    nodes: int | None
+    world_size: int | None
+    start_time: float | None
+    max_step: int | None
+    last_progress: float | None  # end time of the newest step of any rank
+    last_heartbeat: float | None
+    exceptions: int
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    job_id: str
+    status: str  # the status of its newest attempt
+    attempts: int
+    ranks: int  # of the newest attempt
+    max_step: int | None
+    last_progress: float | None
+    last_heartbeat: float | None
+    start_time: float | None
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    rank: int
+    node: str | None
+    gpu: int | None
+    max_step: int | None
+    last_step_end: float | None
+    last_heartbeat: float | None
+    heartbeat_step: int | None
+
+
+@dataclass(frozen=True)
+class LastArrival:
+    """Who arrived last at one collective (same `group` and `seq` on every rank)."""
+
+    group: str
+    seq: int
+    op: str | None
+    last_rank: int
+    spread_s: float  # last enter time minus first
+    ranks: int
+
+
+_VALID_DETAIL = "CASE WHEN json_valid(detail) THEN detail END"
+
+_ATTEMPTS_SQL = """
+CREATE VIEW attempts AS
+WITH keys AS (
+    SELECT job_id, attempt FROM ranks UNION SELECT job_id, attempt FROM heartbeats
+    UNION SELECT job_id, attempt FROM events UNION SELECT job_id, attempt FROM attempt_outcomes),
+r AS (SELECT job_id, attempt, count(DISTINCT rank) AS ranks, count(DISTINCT node) AS nodes,
+             max(world_size) AS world_size, min(start_time) AS start_time
+      FROM ranks GROUP BY ALL),
+s AS (SELECT job_id, attempt, max(step) AS max_step, max(end_time) AS last_progress
+      FROM steps GROUP BY ALL),
+h AS (SELECT job_id, attempt, max(time) AS last_heartbeat, min(time) AS first_heartbeat
+      FROM heartbeats GROUP BY ALL),
+e AS (SELECT job_id, attempt,
+             count(*) FILTER (WHERE kind = 'exception') AS exceptions,
+             count(*) FILTER (WHERE kind = 'sigterm') AS sigterms,
+             count(DISTINCT rank) FILTER (WHERE kind = 'exit') AS exited_ranks,
+             bool_or(kind = 'exit' AND coalesce(TRY_CAST(json_extract_string({detail}, '$.exit_code')
+                     AS INTEGER), 0) <> 0) AS bad_exit,
+             max(time) AS last_event
+      FROM events GROUP BY ALL),
+o AS (SELECT job_id, attempt, arg_max(status, time) AS outcome FROM attempt_outcomes GROUP BY ALL)
+SELECT k.job_id, k.attempt,
+       CASE WHEN o.outcome IS NOT NULL THEN o.outcome
+            WHEN coalesce(e.sigterms, 0) > 0 THEN 'preempted'
+            WHEN coalesce(e.exceptions, 0) > 0 OR coalesce(e.bad_exit, false) THEN 'failed'
+            WHEN coalesce(e.exited_ranks, 0) >= greatest(coalesce(r.ranks, 0), 1) THEN 'completed'
+            WHEN {now} - greatest(h.last_heartbeat, s.last_progress, e.last_event, r.start_time)
+                 <= {timeout} THEN 'running'
+            ELSE 'failed' END AS status,
+       coalesce(r.ranks, 0) AS ranks, r.nodes, r.world_size,
+       coalesce(r.start_time, h.first_heartbeat) AS start_time,
+       s.max_step, s.last_progress, h.last_heartbeat, coalesce(e.exceptions, 0) AS exceptions
+FROM keys k
+LEFT JOIN r USING (job_id, attempt) LEFT JOIN s USING (job_id, attempt)
+LEFT JOIN h USING (job_id, attempt) LEFT JOIN e USING (job_id, attempt)
+LEFT JOIN o USING (job_id, attempt)
+WHERE k.job_id IS NOT NULL AND k.attempt IS NOT NULL
+"""
+
+_JOBS_SQL = """
+CREATE VIEW jobs AS
+SELECT job_id, arg_max(status, attempt) AS status, count(*) AS attempts,
+       arg_max(ranks, attempt) AS ranks, max(max_step) AS max_step,
+       max(last_progress) AS last_progress, max(last_heartbeat) AS last_heartbeat,
+       min(start_time) AS start_time
+FROM attempts GROUP BY job_id
+"""
+
+_CHECKPOINTS_SQL = f"""
+CREATE VIEW checkpoints AS
+SELECT e.job_id, e.attempt, e.rank, e.node, e.step, b.begin_time, e.time AS end_time,
+       e.time - b.begin_time AS duration_s,
+       TRY_CAST(json_extract_string({_VALID_DETAIL.replace('detail', 'e.detail')}, '$.bytes') AS BIGINT) AS bytes,
+       json_extract_string({_VALID_DETAIL.replace('detail', 'e.detail')}, '$.path') AS path,
+       e.detail
+FROM events e
+LEFT JOIN (SELECT job_id, attempt, rank, step, max(time) AS begin_time FROM events
+           WHERE kind = 'checkpoint_save_begin' GROUP BY ALL) b
+       USING (job_id, attempt, rank, step)
+WHERE e.kind = 'checkpoint_save_end'
+"""
+
+T = TypeVar("T")
+
+
+class Snapshot:
+    def __init__(self, data_dir: str | os.PathLike[str], *, now: float | None = None,
+                 config: StoreConfig | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.now = time.time() if now is None else now
+        config = config or StoreConfig()
+        self.con = duckdb.connect()
+        self.con.execute("SET parquet_metadata_cache = true")
+        files: dict[str, list[str]] = {t: [] for t in TABLES}
+        #: node -> schema version of its partition at open
+        self.partition_versions: dict[str, int] = {}
+        for node in partitions(self.data_dir):
+            part = partition_dir(self.data_dir, node)
+            manifest = load_manifest(part)
+            if manifest is None:  # removed since listed
+                continue
+            self.partition_versions[node] = manifest.schema_version
+            for seg in manifest.segments:
+                files.setdefault(seg.table, []).append(str(part / seg.file))
+        self.row_files = files
+        for table, paths in files.items():
+            spec = TABLES.get(table)
+            empty = f"_empty_{table}"
+            self.con.register(empty, (spec.schema if spec else pa.schema([])).empty_table())
+            # The empty typed side gives every current column even where no segment has it yet.
+            body = f"SELECT * FROM {empty}" if spec else ""
+            if paths:
+                scan = f"SELECT * FROM {parquet_source(paths)}"
+                body = f"{body} UNION ALL BY NAME {scan}" if body else scan
+            if body:
+                self.con.execute(f'CREATE VIEW "{table}" AS {body}')
+        self.con.execute(_ATTEMPTS_SQL.format(detail=_VALID_DETAIL, now=repr(float(self.now)),
+                                              timeout=repr(float(config.heartbeat_timeout_s))))
+        self.con.execute(_JOBS_SQL)
+        self.con.execute(_CHECKPOINTS_SQL)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        cur = self.con.execute(query, params or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def _typed(self, cls: type[T], query: str, params: Sequence[Any] | None = None) -> list[T]:
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        return [cls(**{n: row[n] for n in names}) for row in self.sql(query, params)]
+
+    def is_empty(self) -> bool:
+        return not any(self.row_files.values())
+
+    def count(self, table: str) -> int:
+        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+
+    def jobs(self) -> list[JobSummary]:
+        return self._typed(JobSummary, "SELECT * FROM jobs ORDER BY start_time DESC NULLS LAST, job_id")
+
+    def attempts(self, job_id: str | None = None) -> list[AttemptSummary]:
+        return self._typed(AttemptSummary,
+                           "SELECT * FROM attempts WHERE $1 IS NULL OR job_id = $1 ORDER BY job_id, attempt",
+                           [job_id])
+
+    def rank_progress(self, job_id: str, attempt: int) -> list[RankProgress]:
+        """Per rank: newest step and heartbeat, which tell a hang or a dead rank apart."""
+        return self._typed(RankProgress, """
+            WITH r AS (SELECT rank, any_value(node) AS node, any_value(gpu) AS gpu FROM ranks
+                       WHERE job_id = $1 AND attempt = $2 GROUP BY rank),
+                 s AS (SELECT rank, max(step) AS max_step, max(end_time) AS last_step_end FROM steps
+                       WHERE job_id = $1 AND attempt = $2 GROUP BY rank),
+                 h AS (SELECT rank, max(time) AS last_heartbeat, arg_max(step, time) AS heartbeat_step
+                       FROM heartbeats WHERE job_id = $1 AND attempt = $2 GROUP BY rank)
+            SELECT rank, r.node, r.gpu, s.max_step, s.last_step_end, h.last_heartbeat, h.heartbeat_step
+            FROM r FULL JOIN s USING (rank) FULL JOIN h USING (rank) ORDER BY rank""", [job_id, attempt])
+
+    def step_time_medians(self, job_id: str, attempt: int) -> dict[int, float]:
+        rows = self.con.execute("""
+            SELECT rank, median(end_time - start_time) FROM steps
+            WHERE job_id = $1 AND attempt = $2 GROUP BY rank ORDER BY rank""", [job_id, attempt]).fetchall()
+        return dict(rows)
+
+    def last_arrivals(self, job_id: str, attempt: int) -> list[LastArrival]:
+        """Per collective, the rank whose enter time was last: the one the others waited for."""
+        return self._typed(LastArrival, """
+            SELECT "group", seq, any_value(op) AS op, arg_max(rank, enter_time) AS last_rank,
+                   max(enter_time) - min(enter_time) AS spread_s, count(*) AS ranks
+            FROM collectives WHERE job_id = $1 AND attempt = $2
+            GROUP BY "group", seq ORDER BY "group", seq""", [job_id, attempt])
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_snapshot(data_dir: str | os.PathLike[str], *, now: float | None = None,
+                  config: StoreConfig | None = None) -> Snapshot:
+    """A read-only view of the store as of now; use as a context manager."""
+    return Snapshot(data_dir, now=now, config=config)

@@ -1,0 +1,224 @@
+"""The one writer of a node partition: segments in, manifest replaced, nothing rewritten.
+
+The writer holds an exclusive, non-blocking `flock` on the partition for its lifetime, so the
+agent and a CLI that ingests "where no agent runs" never both write; readers take no lock at all
+(see `snapshot`). Every change is: write new segment files, fsync them, then replace the
+manifest; files that leave the manifest are deleted only after `retire_grace_s`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from triage.config import node_name
+from triage.store.config import StoreConfig
+from triage.store.layout import LOCK_NAME, QUARANTINE_DIR, partition_dir
+from triage.store.sql import sql_quote
+from triage.store.manifest import (
+    Manifest, Retired, Segment, fsync_path, load_manifest, save_manifest,
+)
+from triage.store.migrations import migrate
+from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, duckdb_type, table_spec
+
+
+class PartitionBusy(RuntimeError):
+    """Another process (normally the node's agent) is writing this partition."""
+
+
+class StoreError(RuntimeError):
+    """The partition cannot be written by this version of Triage."""
+
+
+class StoreWriter:
+    def __init__(self, data_dir: str | os.PathLike[str], node: str | None = None,
+                 config: StoreConfig | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self.data_dir = Path(data_dir)
+        self.node = node or node_name()
+        self.config = config or StoreConfig()
+        self.clock = clock
+        self.dir = partition_dir(self.data_dir, self.node)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._lock_fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self._lock_fd)
+            raise PartitionBusy(f"store partition {self.dir} is being written by process {holder} "
+                                "(normally the node's `triage agent`); read it instead, or stop that "
+                                "process to write it here") from None
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
+        self.con = duckdb.connect()
+        self.manifest = self._open_manifest()
+        self._remove_orphans()
+
+    def _open_manifest(self) -> Manifest:
+        manifest = load_manifest(self.dir)
+        if manifest is None:
+            manifest = Manifest(schema_version=SCHEMA_VERSION)
+            save_manifest(self.dir, manifest)
+            return manifest
+        if manifest.schema_version > SCHEMA_VERSION:
+            raise StoreError(f"store partition {self.dir} has schema v{manifest.schema_version}, newer "
+                             f"than this Triage (v{SCHEMA_VERSION}); upgrade Triage on this node")
+        self.manifest = manifest
+        if manifest.schema_version < SCHEMA_VERSION:
+            migrate(self)
+        return self.manifest
+
+    def _remove_orphans(self) -> None:
+        """Delete segment files no manifest names: the leftovers of a crash before a commit."""
+        known = {s.file for s in self.manifest.segments} | {r.file for r in self.manifest.retired}
+        for table_dir in self.dir.iterdir():
+            if not table_dir.is_dir() or table_dir.name.startswith(".") or table_dir.name == QUARANTINE_DIR:
+                continue
+            for path in table_dir.iterdir():
+                if f"{table_dir.name}/{path.name}" not in known:
+                    path.unlink(missing_ok=True)
+
+    # -- segments ---------------------------------------------------------------------------
+
+    def conform_sql(self, table: str, source: str) -> tuple[str, list[str]]:
+        """A SELECT over `source` with exactly the table's current columns and types (missing
+        ones from the table's defaults or NULL), and the source columns it leaves out."""
+        spec = table_spec(table)
+        present = set(self.con.sql(f"SELECT * FROM {source} LIMIT 0").columns)
+        exprs = []
+        for f in spec.schema:
+            value = f'"{f.name}"' if f.name in present else spec.defaults.get(f.name, "NULL")
+            exprs.append(f'CAST({value} AS {duckdb_type(f.type)}) AS "{f.name}"')
+        dropped = sorted(present - set(spec.schema.names))
+        return f"SELECT {', '.join(exprs)} FROM {source}", dropped
+
+    def write_segment(self, table: str, select_sql: str) -> Segment | None:
+        """Write the rows of `select_sql` as a new, not yet committed segment (None if no rows)."""
+        rel = f"{table}/{self.manifest.generation + 1:08d}-{uuid.uuid4().hex[:12]}.parquet"
+        path = self.dir / rel
+        path.parent.mkdir(exist_ok=True)
+        try:
+            self.con.execute(f"COPY ({select_sql}) TO {sql_quote(str(path))} "
+                             "(FORMAT parquet, COMPRESSION zstd)")
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        meta = pq.ParquetFile(path).metadata
+        if meta.num_rows == 0:
+            path.unlink()
+            return None
+        fsync_path(path)
+        lo, hi = _time_range(meta, table_spec(table).time_column)
+        return Segment(table, rel, meta.num_rows, path.stat().st_size, lo, hi, self.clock())
+
+    def commit(self, added: Iterable[Segment] = (), removed: Iterable[Segment] = (), *,
+               watermarks: Mapping[str, int] | None = None, schema_version: int | None = None) -> None:
+        """Make `added` live and `removed` retired in one manifest replacement; then delete the
+        retired files whose grace period is over."""
+        now = self.clock()
+        gone = {s.file for s in removed}
+        expired = [r for r in self.manifest.retired if r.at + self.config.retire_grace_s <= now]
+        manifest = Manifest(
+            schema_version=schema_version or self.manifest.schema_version,
+            generation=self.manifest.generation + 1,
+            segments=[s for s in self.manifest.segments if s.file not in gone] + list(added),
+            watermarks={**self.manifest.watermarks, **(watermarks or {})},
+            retired=[r for r in self.manifest.retired if r not in expired]
+            + [Retired(f, now) for f in sorted(gone)],
+        )
+        save_manifest(self.dir, manifest)
+        self.manifest = manifest
+        for r in expired:
+            (self.dir / r.file).unlink(missing_ok=True)
+
+    def segment_path(self, segment: Segment) -> Path:
+        return self.dir / segment.file
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def stage_arrow(self, table: str, data: pa.Table) -> Segment | None:
+        """Write in-memory rows as a new, not yet committed segment."""
+        name = f"_append_{table}"
+        self.con.register(name, data)
+        try:
+            select, _ = self.conform_sql(table, name)
+            return self.write_segment(table, select)
+        finally:
+            self.con.unregister(name)
+
+    def append_rows(self, table: str, rows: pa.Table | Sequence[Mapping[str, Any]]) -> int:
+        """Append rows (Arrow, or dicts keyed by column) to `table` as one committed segment.
+        Used by the agent, the supervisor (incidents, attempt_outcomes) and recorders."""
+        schema = table_spec(table).schema
+        if isinstance(rows, pa.Table):
+            data = rows
+        else:
+            rows = list(rows)
+            names = list(dict.fromkeys(k for r in rows for k in r))
+            unknown = [n for n in names if n not in schema.names]
+            if unknown:
+                raise ValueError(f"table {table} has no column {', '.join(unknown)}; "
+                                 f"its columns: {', '.join(schema.names)}")
+            data = pa.table({n: pa.array([r.get(n) for r in rows], schema.field(n).type) for n in names})
+        if data.num_rows == 0:
+            return 0
+        segment = self.stage_arrow(table, data)
+        self.commit([segment] if segment else [])
+        return data.num_rows
+
+    def append_records(self, records: Iterable[Any]) -> dict[str, int]:
+        """Store collector records (`collectors.records`), each type in its table, in one commit."""
+        by_type: dict[type, list[Any]] = defaultdict(list)
+        for r in records:
+            by_type[type(r)].append(r)
+        staged, counts = [], {}
+        for cls, group in by_type.items():
+            table = RECORD_TABLES.get(cls)
+            if table is None:
+                raise TypeError(f"{cls.__name__} has no store table; add it to schema.RECORD_TABLES")
+            schema = table_spec(table).schema
+            columns = {f.name: pa.array([_plain(getattr(r, f.name)) for r in group], f.type)
+                       for f in schema}
+            segment = self.stage_arrow(table, pa.table(columns, schema=schema))
+            staged += [segment] if segment else []
+            counts[table] = len(group)
+        self.commit(staged)
+        return counts
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            self.con.close()
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = -1
+
+    def __enter__(self) -> "StoreWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _time_range(meta: pq.FileMetaData, column: str) -> tuple[float | None, float | None]:
+    """Min/max of the time column from the footer statistics (no data read)."""
+    idx = meta.schema.names.index(column)
+    lo = hi = None
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(idx).statistics
+        if stats is None or not stats.has_min_max:
+            continue
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    return lo, hi
