@@ -117,7 +117,12 @@ def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
     kept = tl[~redone]
     ideal = ideal_step_time(kept["work"])
     productive = float(kept["work"].clip(upper=ideal).sum()) if ideal is not None else 0.0
-    buckets["straggler_slowdown"] = float(kept["work"].sum()) - productive
+    excess = kept["work"] - (kept["work"].clip(upper=ideal) if ideal is not None else 0.0)
+    # The first step of an attempt pays one-off warm-up (allocator, lazy init, compilation):
+    # Google's goodput books that as first-step overhead, here part of initialization.
+    first_rows = kept.groupby("attempt")["step"].transform("min") == kept["step"]
+    buckets["initialization"] += float(excess[first_rows].sum())
+    buckets["straggler_slowdown"] = float(excess[~first_rows].sum())
     buckets["data_wait"] = float(kept["data"].sum())
     buckets["lost_progress"] = float(tl.loc[redone, "wall"].sum())
     saves = _spans(job.events, "checkpoint_save_begin", "checkpoint_save_end")

@@ -69,6 +69,10 @@ class JobAnalysis:
 
 
 def _alive(job: JobData, attempt: int, cfg: AnalyzerConfig) -> bool:
+    """Recent heartbeats and not every rank has recorded its exit (the last heartbeat of a
+    rank that exited cleanly is as recent as can be)."""
+    if _all_exited(job, attempt):
+        return False
     hb = job.heartbeats.loc[job.heartbeats["attempt"] == attempt, "time"]
     return not hb.empty and analysis_time(cfg) - float(hb.max()) < cfg.heartbeat_stale_s
 

@@ -21,14 +21,18 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from triage.reference_trainer.checkpoint import Checkpointer
+from triage.reference_trainer.checkpoint import Checkpointer, step_dir
 from triage.reference_trainer.data import TokenBatches, make_loader
 from triage.reference_trainer.faults import FaultInjector
 from triage.reference_trainer.model import GPT, MODEL_SIZES
 from triage.reference_trainer.summary import ProgressLog, progress_path
 from triage.reference_trainer.train_config import TrainConfig
+from triage.trainer_hooks.config import MonitorConfig
+from triage.trainer_hooks.monitor import NullStep, TrainingMonitor
 
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a scheduler expects from a preempted job
+#: Dense bf16 peak FLOP/s by GPU name fragment, for MFU (vendor datasheets).
+PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
 
 
 class Preempted(SystemExit):
@@ -85,9 +89,21 @@ class Trainer:
                                       attempt=attempt, job_id=cfg.job_id, data_dir=cfg.data_dir,
                                       model=self.model)
         self.sigterm = SigtermFlag()
+        self.monitor = self._start_monitor() if cfg.telemetry else None
         self.progress = ProgressLog(progress_path(cfg.run_dir, attempt)) if self.rank == 0 else None
         self.step = 0
         self.position = 0  # global sequences consumed
+
+    def _start_monitor(self) -> TrainingMonitor:
+        """Started after the SIGTERM flag so its handler chains to it (records, then flags)."""
+        peak = None
+        if self.device.type == "cuda":
+            name = torch.cuda.get_device_name(self.device)
+            peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+        cfg = MonitorConfig(data_dir=self.cfg.data_dir, job_id=str(self.cfg.job_id),
+                            attempt=self.attempt, rank=self.rank, world_size=self.world_size,
+                            peak_flops=peak)
+        return TrainingMonitor(cfg, model=self.model, device=self.device).start()
 
     # -- checkpoint phases ------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -101,6 +117,7 @@ class Trainer:
         if found is None:
             return None
         step, path = found
+        started = time.time()
         state = self._state()
         self.checkpointer.load(path, state)
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
@@ -109,11 +126,17 @@ class Trainer:
         if seed != self.cfg.seed:
             print(f"warning: checkpoint {path} was trained with --seed {seed}, continuing with "
                   f"{self.cfg.seed}", file=sys.stderr)
+        if self.monitor is not None:
+            self.monitor.checkpoint_loaded(step, started, str(path))
         return step
 
     def save_checkpoint(self) -> None:
+        started = time.time()
         self.checkpointer.save(self.step, self._state(),
                                disk_full=self.injector.disk_full_at(self.step))
+        if self.monitor is not None:  # the blocking part of the save is what training lost
+            self.monitor.checkpoint_saved(self.step, started, None,
+                                         str(step_dir(self.cfg.run_dir, self.step)))
         self._after_sealed()
 
     def _after_sealed(self) -> None:
@@ -144,9 +167,12 @@ class Trainer:
             raise FloatingPointError(f"Loss is {mean} at step {self.step}")
         return mean, flags > 0
 
-    def optimizer_step(self) -> None:
+    def optimizer_step(self) -> torch.Tensor:
+        """Clip, step, and hand back the pre-clip global gradient norm (the recorded grad-norm)."""
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
 
     # -- the run ------------------------------------------------------------------------------
     def _record(self, event: str, **fields: Any) -> None:
@@ -166,14 +192,25 @@ class Trainer:
                 kill_worker_at=self.injector.data_worker_kill_steps())
             batches = iter(make_loader(dataset, range(self.step + 1, cfg.steps + 1), cfg.num_workers))
             tokens_per_step = cfg.batch_size * cfg.seq_len * self.world_size
+            mon = self.monitor
+            if mon is not None:
+                mon.init_done()
+            no_step = NullStep()
             while self.step < cfg.steps:
                 self.step += 1
                 torch.manual_seed(cfg.seed * 1_000_003 + self.step)  # RNG is a function of position
                 start = time.perf_counter()
-                inputs, labels = self.fetch_batch(batches)
-                loss = self.forward_backward(inputs, labels)
-                mean_loss, preempt = self.reduce_loss(loss)
-                self.optimizer_step()
+                with (mon.step(self.step, tokens=cfg.batch_size * cfg.seq_len,
+                               samples=cfg.batch_size) if mon else no_step) as observed:
+                    with observed.data():
+                        inputs, labels = self.fetch_batch(batches)
+                    with observed.compute():
+                        loss = self.forward_backward(inputs, labels)
+                    observed.record(loss=loss)  # this rank's own loss: the first to go NaN
+                    mean_loss, preempt = self.reduce_loss(loss)
+                    with observed.optimizer():
+                        grad_norm = self.optimizer_step()
+                    observed.record(grad_norm=grad_norm)
                 self.position = dataset.position_after(self.step)
                 self._record("step", step=self.step, loss=mean_loss, tokens=tokens_per_step,
                              step_time_s=time.perf_counter() - start)

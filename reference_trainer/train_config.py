@@ -62,6 +62,11 @@ class TrainConfig:
         "help": "bf16 compute with fp32 gradients reduction (default: on with GPUs, off on CPU)"})
     activation_checkpointing: bool | None = field(default=None, metadata={
         "help": "recompute block activations in backward (default: on with GPUs, off on CPU)"})
+    grad_clip: float = field(default=1.0, metadata={
+        "help": "clip the global gradient norm to this (its value is the recorded grad-norm)"})
+    telemetry: bool = field(default=True, metadata={
+        "help": "record steps, collectives, events and heartbeats into the Triage spool "
+                "(--no-telemetry runs the bare trainer, for overhead comparisons)"})
     inject: list[str] = field(default_factory=list, metadata={
         "help": "inject a fault, KIND@step=N,rank=R,... (repeatable; kinds below)",
         "repeatable": True, "metavar": "SPEC"})
@@ -79,8 +84,8 @@ class TrainConfig:
         for name in ("checkpoint_every", "num_workers", "shutdown_timeout"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
-        if self.collective_timeout <= 0 or self.lr <= 0:
-            raise ConfigError("--collective-timeout and --lr must be > 0")
+        if self.collective_timeout <= 0 or self.lr <= 0 or self.grad_clip <= 0:
+            raise ConfigError("--collective-timeout, --lr and --grad-clip must be > 0")
         if self.model not in MODEL_SIZES:
             raise ConfigError(f"--model {self.model!r}: choose one of {', '.join(MODEL_SIZES)}")
         if self.seq_len > MODEL_SIZES[self.model].max_seq_len:

@@ -23,7 +23,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = TrainConfig.from_json(args.config)
     device = init_distributed(cfg.collective_timeout)
-    Trainer(cfg, attempt=attempt_from_env(), device=device).run()
+    trainer = Trainer(cfg, attempt=attempt_from_env(), device=device)
+    try:
+        trainer.run()
+    except SystemExit as exc:  # preemption: the checkpoint is saved, exit with its code
+        if trainer.monitor is not None:
+            trainer.monitor.close(exit_code=exc.code if isinstance(exc.code, int) else 1)
+        raise
+    except BaseException as exc:
+        # Recorded here, not only by the excepthook: torchrun's @record re-raises, but the
+        # interpreter may be torn down by a peer's SIGTERM before the hook runs.
+        if trainer.monitor is not None:
+            trainer.monitor.record_exception(exc)
+            trainer.monitor.close(exit_code=1)
+        raise
+    if trainer.monitor is not None:
+        trainer.monitor.close(exit_code=0)
     dist.destroy_process_group()
     return 0
 

@@ -44,9 +44,15 @@ def _nbytes(x: Any) -> int:
     return 0
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
 def _dtype(x: Any) -> str:
     if isinstance(x, torch.Tensor):
-        return str(x.dtype).removeprefix("torch.")
+        name = _DTYPE_NAMES.get(x.dtype)
+        if name is None:
+            name = _DTYPE_NAMES[x.dtype] = str(x.dtype).removeprefix("torch.")
+        return name
     if isinstance(x, (list, tuple)) and x:
         return _dtype(x[0])
     return ""
@@ -120,7 +126,7 @@ class CollectiveRecorder:
     # -- hot path ------------------------------------------------------------------------------
     def _group(self, group: Any) -> tuple[str, int]:
         if group is None:
-            group = c10d._get_default_group()
+            group = c10d.GroupMember.WORLD or c10d._get_default_group()
         key = id(group)
         cached = self._groups.get(key)
         if cached is None:

@@ -26,8 +26,9 @@ class MonitorConfig:
     heartbeat_interval_s: float = field(default=1.0, metadata={"help": "heartbeat period"})
     buffer_capacity: int = field(default=200_000, metadata={
         "help": "records held in memory per table before new ones are dropped (and counted)"})
-    canary_every: int = field(default=50, metadata={
-        "help": "run the known-answer SDC canary every N steps (0 disables it)"})
+    canary_every: int = field(default=10, metadata={
+        "help": "run the known-answer SDC canary on the first step and every N steps after "
+                "(0 disables it); one 64x64 matmul, read back off the hot path"})
     flops_per_token: float | None = field(default=None, metadata={
         "help": "model FLOPs per trained token (6N rule) for MFU; unknown leaves MFU empty"})
     peak_flops: float | None = field(default=None, metadata={

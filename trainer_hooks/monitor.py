@@ -77,7 +77,6 @@ class StepTimer:
         self.samples = 0
         self.loss: Any = None
         self.grad_norm: Any = None
-        self._wall0 = 0.0
         self._t0 = 0.0
 
     def data(self) -> _Phase:
@@ -99,15 +98,49 @@ class StepTimer:
     def __enter__(self) -> "StepTimer":
         self._phase_s[0] = self._phase_s[1] = self._phase_s[2] = 0.0
         self.loss = self.grad_norm = None
-        self._monitor._collectives.step = self.step
-        self._monitor._collectives.take_blocked()
-        self._wall0 = time.time()
+        coll = self._monitor._collectives
+        coll.step = self.step
+        coll.blocked_s = 0.0
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self._monitor._finish_step(self, time.perf_counter() - self._t0)
+        elif self.loss is not None:
+            # A step that failed is not a completed step, but a non-finite local loss is the
+            # first sign of which rank diverged (the global-loss check raises on every rank).
+            self._monitor._note_failed_step(self)
+
+
+class _NoPhase:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class NullStep:
+    """The step API with telemetry off, so a loop keeps one shape whether it is observed or not."""
+
+    _phase = _NoPhase()
+
+    def __enter__(self) -> "NullStep":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def data(self) -> _NoPhase:
+        return self._phase
+
+    compute = optimizer = data
+
+    def record(self, loss: Any = None, grad_norm: Any = None) -> None:
+        return None
 
 
 def _host_scalar(x: Any) -> float | None | Callable[[], float | None]:
@@ -137,6 +170,9 @@ class TrainingMonitor:
             # 6N rule: forward + backward cost ~6 FLOPs per parameter per token (Kaplan et al.).
             cfg.flops_per_token = 6.0 * sum(p.numel() for p in model.parameters())
         self.pid = os.getpid()
+        self._cuda = _is_cuda(self.device)
+        self._wall_offset = time.time() - time.perf_counter()
+        self._peak_rss = 0
         self.identity = (cfg.job_id, cfg.attempt, cfg.rank, cfg.node, cfg.local_rank)
         self.spool_dir = writer_dir(cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank, self.pid)
         self.buffer = RecordBuffer(SPOOL_TABLES, cfg.buffer_capacity)
@@ -159,6 +195,8 @@ class TrainingMonitor:
         from triage.trainer_hooks.spool_writer import SpoolWriter
 
         cfg = self.config
+        if not self._cuda:
+            self._peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self._writer = SpoolWriter(self.spool_dir, self.identity, self.buffer,
                                    min(cfg.flush_interval_s, cfg.heartbeat_interval_s), self._tick)
         uuid = None
@@ -188,12 +226,15 @@ class TrainingMonitor:
             self.record_exception(exc)
         self.close()
 
-    def close(self) -> None:
-        """Record a clean exit and write everything that is buffered. Idempotent."""
+    def close(self, exit_code: int | None = None) -> None:
+        """Record the exit (with its code where the caller knows it) and write everything that
+        is buffered. Idempotent; the atexit hook calls it without a code."""
         if self._closed:
             return
         self._closed = True
-        self.event("exit", "process exiting", step=self.last_step)
+        detail = {} if exit_code is None else {"exit_code": exit_code}
+        self.event("exit", "process exiting" if exit_code is None else f"exit code {exit_code}",
+                   step=self.last_step, **detail)
         self._collectives.uninstall()
         if self._prev_excepthook is not None:
             sys.excepthook = self._prev_excepthook
@@ -211,15 +252,15 @@ class TrainingMonitor:
 
     def _finish_step(self, t: StepTimer, duration: float) -> None:
         cfg = self.config
-        if _is_cuda(self.device):
-            peak = torch.cuda.max_memory_allocated(self.device)
-        else:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        # CUDA's allocator statistic is a host-side counter; on CPU the process's peak RSS is
+        # read by the writer thread once per tick (a syscall per step would cost more).
+        peak = torch.cuda.max_memory_allocated(self.device) if self._cuda else self._peak_rss
         mfu = None
         if cfg.flops_per_token and cfg.peak_flops and duration > 0 and t.tokens:
             mfu = t.tokens * cfg.flops_per_token / duration / cfg.peak_flops
         blocked = self._collectives.take_blocked()
-        base = (t.step, t._wall0, t._wall0 + duration, t._phase_s[0], t._phase_s[1], t._phase_s[2],
+        wall0 = t._t0 + self._wall_offset  # perf_counter -> unix time, fixed once at start
+        base = (t.step, wall0, wall0 + duration, t._phase_s[0], t._phase_s[1], t._phase_s[2],
                 blocked, t.tokens, t.samples)
         loss, gnorm = _host_scalar(t.loss), _host_scalar(t.grad_norm)
         if callable(loss) or callable(gnorm):
@@ -227,16 +268,27 @@ class TrainingMonitor:
         else:
             self._emit_step(base, loss, gnorm, peak, mfu)
         self.last_step = t.step
-        if not self._first_step_seen:
+        first = not self._first_step_seen
+        if first:
             self._first_step_seen = True
             self.event("first_step", f"first step {t.step} done in {duration:.3f} s", step=t.step)
-        if self._canary is not None and t.step % cfg.canary_every == 0:
+        # every N steps, and on each attempt's first step so even a short run is checked
+        if self._canary is not None and (first or t.step % cfg.canary_every == 0):
             result = self._canary.run()
             ready = None
             if result.is_cuda:
                 ready = torch.cuda.Event()
                 ready.record()
             self._pending_canary.append((t.step, time.time(), result, ready))
+
+    def _note_failed_step(self, t: StepTimer) -> None:
+        loss = t.loss
+        if isinstance(loss, torch.Tensor) and loss.is_cuda:
+            return  # reading it would need a device sync on a failing path; the exception tells
+        value = _host_scalar(loss)
+        if value is not None and not math.isfinite(value):
+            self.event("nonfinite", f"non-finite local loss={value} at step {t.step}",
+                       step=t.step, loss=str(value))
 
     def _emit_step(self, base: tuple, loss: float | None, gnorm: float | None,
                    peak: int, mfu: float | None) -> None:
@@ -279,9 +331,9 @@ class TrainingMonitor:
         self.close()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
+        # No flush here: the handler may interrupt a flush on this thread; the writer thread
+        # writes the event within one flush interval, and exit paths flush anyway.
         self.event("sigterm", "SIGTERM received", step=self.last_step)
-        if self._writer is not None:
-            self._writer.flush()
         prev = self._prev_sigterm
         if callable(prev):
             prev(signum, frame)
@@ -291,6 +343,8 @@ class TrainingMonitor:
 
     # -- writer thread -------------------------------------------------------------------------
     def _tick(self) -> None:
+        if not self._cuda:
+            self._peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self._collectives.resolve_cuda()
         if self._pending:
             still = []

@@ -91,7 +91,7 @@ class SpoolWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         name = segment_name(self._seq, table)
         tmp = self.directory / f".{name}.tmp"
-        pq.write_table(arrow, tmp, compression="zstd")
+        pq.write_table(arrow, tmp, compression="snappy")
         os.rename(tmp, self.directory / name)
         self._seq += 1
         self.segments_written += 1

@@ -13,6 +13,8 @@ import importlib
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "classify": ("classify", "log classifier accuracy and throughput on the labeled log corpus"),
     "ingest": ("ingest", "spool -> store ingest rows/s, store bytes per million rows, naive baseline"),
+    "hooks": ("hooks", "training overhead of the in-rank telemetry (A/B) and cost per event"),
+    "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
     "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
 }
 
