@@ -10,56 +10,39 @@ collector is known, since a series born at 1 never shows an increase.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
-from triage.agent.metric_catalog import (ALERTED_XIDS, BY_NAME, CLOCK_EVENT_REASONS, ECC_TYPES,
-                                         NVLINK_ERROR_KINDS)
+from triage.agent.job_progress import STEP_TIME_BUCKETS, ProgressBatch
+from triage.agent.job_state import JobState, apply_batch
+from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, CLOCK_EVENT_REASONS
 from triage.collectors.records import GpuEvent, GpuSample
 from triage.taxonomy import Category
 
-#: Step-time histogram buckets (seconds): from sub-second steps of small models to minutes.
-STEP_TIME_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-#: An Xid seen by both NVML's event API and the kernel log within this window counts once.
-XID_DEDUP_WINDOW_S = 10.0
-
-
-@dataclass
-class _RankState:
-    node: str
-    step: int = -1
-    last_progress: float = 0.0
-
-
-@dataclass
-class _JobState:
-    ranks: dict[int, _RankState] = field(default_factory=dict)
-    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(STEP_TIME_BUCKETS) + 1))
-    step_time_sum: float = 0.0
-    tokens_per_s: float | None = None
-    goodput_ratio: float | None = None
-    restarts: int = 0
-    incidents: dict[tuple[str, str], int] = field(default_factory=dict)
-    straggler_scores: dict[int, float] = field(default_factory=dict)
-    last_checkpoint: float | None = None
-    checkpoint_interval_s: float | None = None
-
 
 class ExporterState:
-    """What the agent knows now. Updated by the agent's loop, read by scrapes (under a lock)."""
+    """What the agent knows now. Updated by the agent's loop, read by scrapes (under a lock).
 
-    def __init__(self, node: str) -> None:
+    `live_window_s`: a rank whose last heartbeat or step is older than this is no longer
+    exported (the store's heartbeat timeout); `job_expiry_s`: a job with no sign of life for
+    this long is forgotten, so series of finished jobs do not pile up.
+    """
+
+    def __init__(self, node: str, *, live_window_s: float = 60.0, job_expiry_s: float = 3600.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.node = node
+        self.live_window_s = live_window_s
+        self.job_expiry_s = job_expiry_s
+        self.clock = clock
         self.lock = threading.Lock()
         self.gpus: dict[int, GpuSample] = {}
         self.xid_counts: dict[int, dict[str, int]] = {}
-        self._recent_xids: dict[tuple[int, int], float] = {}
-        self.jobs: dict[str, _JobState] = {}
+        self.jobs: dict[str, JobState] = {}
         self.collector_ok: dict[str, float] = {}
         self.collector_errors: dict[str, int] = defaultdict(int)
         self.agent_up = True
@@ -77,19 +60,19 @@ class ExporterState:
             self.gpus[s.gpu] = s
             self.xid_counts.setdefault(s.gpu, {x: 0 for x in ALERTED_XIDS})
 
-    def observe_gpu_event(self, e: GpuEvent) -> bool:
-        """Count an Xid once even when NVML and the kernel log both report it."""
+    def observe_xid(self, e: GpuEvent) -> None:
+        """Count one Xid; the agent passes each Xid once (`XidDeduplicator` merges the NVML and
+        kernel-log reports of the same one)."""
         if e.kind != "xid" or e.xid is None or e.gpu is None:
-            return False
+            return
         with self.lock:
-            key = (e.gpu, e.xid)
-            last = self._recent_xids.get(key)
-            self._recent_xids[key] = e.time
-            if last is not None and abs(e.time - last) < XID_DEDUP_WINDOW_S:
-                return False
             counts = self.xid_counts.setdefault(e.gpu, {x: 0 for x in ALERTED_XIDS})
             counts[str(e.xid)] = counts.get(str(e.xid), 0) + 1
-            return True
+
+    def register_collector(self, collector: str) -> None:
+        """Create the collector's error counter at 0 before its first collect."""
+        with self.lock:
+            self.collector_errors.setdefault(collector, 0)
 
     def observe_collect(self, collector: str, ok: bool, now: float) -> None:
         with self.lock:
@@ -99,39 +82,55 @@ class ExporterState:
             else:
                 self.collector_errors[collector] += 1
 
-    def job(self, job_id: str) -> _JobState:
-        """The job's state, created with its zero counters the first time it is seen."""
+    def set_agent_up(self, up: bool) -> None:
         with self.lock:
-            state = self.jobs.get(job_id)
-            if state is None:
-                state = self.jobs[job_id] = _JobState()
-                state.incidents = {(c.value, c.layer.value): 0 for c in Category}
-            return state
+            self.agent_up = up
 
-    def observe_step(self, job_id: str, rank: int, node: str, step: int, end_time: float,
-                     duration_s: float) -> None:
-        state = self.job(job_id)
+    def apply_progress(self, batch: ProgressBatch, now: float) -> None:
+        """Fold newly ingested rows in, and forget jobs silent for longer than `job_expiry_s`."""
         with self.lock:
-            r = state.ranks.setdefault(rank, _RankState(node))
-            if step >= r.step:
-                r.step, r.last_progress = step, end_time
-            i = next((k for k, b in enumerate(STEP_TIME_BUCKETS) if duration_s <= b),
-                     len(STEP_TIME_BUCKETS))
-            state.bucket_counts[i] += 1
-            state.step_time_sum += duration_s
+            apply_batch(self.jobs, batch)
+            for job_id in [j for j, st in self.jobs.items()
+                           if now - st.last_activity() > self.job_expiry_s]:
+                del self.jobs[job_id]
 
-    def observe_rank_start(self, job_id: str, rank: int, node: str, start_time: float) -> None:
-        state = self.job(job_id)
+    def set_incidents(self, job_id: str, counts: dict[str, int]) -> None:
+        """Incident rows per category in the store (a count that only grows while stored)."""
         with self.lock:
-            r = state.ranks.setdefault(rank, _RankState(node))
-            r.node = node
-            r.last_progress = max(r.last_progress, start_time)
+            if job_id in self.jobs:
+                self.jobs[job_id].incidents.update(
+                    {c: n for c, n in counts.items() if c in self.jobs[job_id].incidents})
+
+    def set_analysis(self, job_id: str, goodput_ratio: float | None,
+                     straggler_scores: dict[int, float]) -> None:
+        with self.lock:
+            if job_id in self.jobs:
+                self.jobs[job_id].goodput_ratio = goodput_ratio
+                self.jobs[job_id].straggler_scores = dict(straggler_scores)
+
+    # -- queries for the agent -----------------------------------------------------------------
+    def known_jobs(self) -> list[str]:
+        with self.lock:
+            return sorted(self.jobs)
+
+    def running_jobs(self, now: float) -> list[str]:
+        """Jobs with a live rank on this node: the ones worth analysing."""
+        with self.lock:
+            return sorted(j for j, st in self.jobs.items()
+                          if st.live_ranks(now, self.live_window_s))
+
+    def live_local_ranks(self, now: float, window_s: float) -> list[tuple[int, int | None, int | None]]:
+        """(rank, local GPU, pid) of the live ranks of every job's newest attempt."""
+        with self.lock:
+            return [(r, st.local_gpu, st.pid) for job in self.jobs.values()
+                    for r, st in sorted(job.live_ranks(now, window_s).items())]
 
     # -- rendering -----------------------------------------------------------------------------
     def families(self) -> Iterator[Metric]:
+        now = self.clock()
         with self.lock:
             yield from self._gpu_families()
-            yield from self._job_families()
+            yield from self._job_families(now)
             yield from self._agent_families()
 
     def _gpu_families(self) -> Iterator[Metric]:
@@ -147,40 +146,37 @@ class ExporterState:
         for gpu, s in sorted(self.gpus.items()):
             ident = [s.node, str(gpu), s.uuid or "", "true" if s.simulated else "false"]
             fams["triage_gpu_up"].add_metric(ident, 1.0 if s.gpu_up else 0.0)
-            for name, value in [
-                ("triage_gpu_temperature_celsius", s.temperature_celsius),
-                ("triage_gpu_slowdown_temperature_celsius", s.temperature_slowdown_celsius),
-                ("triage_gpu_power_watts", s.power_watts),
-                ("triage_gpu_utilization_ratio", s.utilization_ratio),
-                ("triage_gpu_memory_used_bytes", s.memory_used_bytes),
-                ("triage_gpu_sm_clock_hertz", s.sm_clock_hz),
-            ]:
-                if value is not None:  # unsupported or lost: no series rather than a fake 0
-                    fams[name].add_metric(ident, float(value))
-            if s.clock_event_reasons is not None:
-                for reason in CLOCK_EVENT_REASONS:
-                    flag = getattr(s, f"clock_event_{reason}", None)
-                    if flag is not None:
-                        fams["triage_gpu_clock_event_active"].add_metric(ident + [reason], float(flag))
-            for etype, value in zip(ECC_TYPES, (s.ecc_corrected_volatile, s.ecc_uncorrected_volatile)):
-                fams["triage_gpu_ecc_errors_total"].add_metric(ident + [etype], float(value or 0))
-            for kind, value in [("correctable", s.remapped_rows_correctable),
-                                ("uncorrectable", s.remapped_rows_uncorrectable),
-                                ("pending", s.remapped_rows_pending),
-                                ("failure", s.remapped_rows_failure)]:
+            # A reading the GPU does not give (unsupported, or the GPU is lost) has no series:
+            # a fake 0 would make a blind watcher look healthy. A counter the GPU does report
+            # starts at its first reading, 0 on a healthy GPU, so increase() sees the first error.
+            readings: list[tuple[str, list[str], float | int | bool | None]] = [
+                ("triage_gpu_temperature_celsius", [], s.temperature_celsius),
+                ("triage_gpu_slowdown_temperature_celsius", [], s.temperature_slowdown_celsius),
+                ("triage_gpu_power_watts", [], s.power_watts),
+                ("triage_gpu_utilization_ratio", [], s.utilization_ratio),
+                ("triage_gpu_memory_used_bytes", [], s.memory_used_bytes),
+                ("triage_gpu_sm_clock_hertz", [], s.sm_clock_hz),
+                *[("triage_gpu_clock_event_active", [reason],
+                   getattr(s, f"clock_event_{reason}", None)) for reason in CLOCK_EVENT_REASONS],
+                ("triage_gpu_ecc_errors_total", ["corrected"], s.ecc_corrected_volatile),
+                ("triage_gpu_ecc_errors_total", ["uncorrected"], s.ecc_uncorrected_volatile),
+                ("triage_gpu_remapped_rows", ["correctable"], s.remapped_rows_correctable),
+                ("triage_gpu_remapped_rows", ["uncorrectable"], s.remapped_rows_uncorrectable),
+                ("triage_gpu_remapped_rows", ["pending"], s.remapped_rows_pending),
+                ("triage_gpu_remapped_rows", ["failure"], s.remapped_rows_failure),
+                ("triage_gpu_pcie_replay_total", [], s.pcie_replay_total),
+                ("triage_gpu_nvlink_errors_total", ["crc"], s.nvlink_crc_errors_total),
+                ("triage_gpu_nvlink_errors_total", ["replay"], s.nvlink_replay_errors_total),
+                ("triage_gpu_nvlink_errors_total", ["recovery"], s.nvlink_recovery_errors_total),
+            ]
+            for name, extra, value in readings:
                 if value is not None:
-                    fams["triage_gpu_remapped_rows"].add_metric(ident + [kind], float(value))
-            fams["triage_gpu_pcie_replay_total"].add_metric(ident, float(s.pcie_replay_total or 0))
-            nvlink = {"crc": s.nvlink_crc_errors_total, "replay": s.nvlink_replay_errors_total,
-                      "recovery": s.nvlink_recovery_errors_total}
-            for kind in NVLINK_ERROR_KINDS:
-                fams["triage_gpu_nvlink_errors_total"].add_metric(
-                    ident + [kind], float(nvlink.get(kind) or 0))
+                    fams[name].add_metric(ident + extra, float(value))
             for xid, count in sorted(self.xid_counts.get(gpu, {}).items(), key=lambda kv: int(kv[0])):
                 fams["triage_gpu_xid_errors_total"].add_metric(ident + [xid], float(count))
         yield from fams.values()
 
-    def _job_families(self) -> Iterator[Metric]:
+    def _job_families(self, now: float) -> Iterator[Metric]:
         step = _family("triage_job_step")
         progress = _family("triage_job_last_progress_timestamp_seconds")
         straggler = _family("triage_straggler_score")
@@ -188,16 +184,17 @@ class ExporterState:
         goodput = _family("triage_job_goodput_ratio")
         restarts = _family("triage_job_restarts_total")
         ckpt = _family("triage_job_last_checkpoint_timestamp_seconds")
-        ckpt_interval = _family("triage_job_checkpoint_interval_seconds")
         incidents = _family("triage_incidents_total", ("category", "layer"))
         fam = BY_NAME["triage_job_step_time_seconds"]
         hist = HistogramMetricFamily(fam.name, fam.help, labels=list(fam.labels), unit="")
         for job_id, j in sorted(self.jobs.items()):
-            for rank, r in sorted(j.ranks.items()):
+            live = j.live_ranks(now, self.live_window_s)
+            for rank, r in sorted(live.items()):
                 ident = [job_id, str(rank), r.node]
                 if r.step >= 0:
                     step.add_metric(ident, float(r.step))
-                progress.add_metric(ident, r.last_progress)
+                if r.last_progress is not None:
+                    progress.add_metric(ident, r.last_progress)
                 if rank in j.straggler_scores:
                     straggler.add_metric(ident, j.straggler_scores[rank])
             buckets, acc = [], 0
@@ -205,19 +202,21 @@ class ExporterState:
                 acc += n
                 buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(acc)))
             hist.add_metric([job_id], buckets, j.step_time_sum)
-            if j.tokens_per_s is not None:
-                tokens.add_metric([job_id], j.tokens_per_s)
+            if live:
+                rate = j.tokens_per_s(now, self.live_window_s)
+                if rate is not None:
+                    tokens.add_metric([job_id], rate)
+                checkpoint = j.last_checkpoint if j.last_checkpoint is not None else j.start_time
+                if checkpoint is not None:
+                    ckpt.add_metric([job_id], checkpoint)
             if j.goodput_ratio is not None:
                 goodput.add_metric([job_id], j.goodput_ratio)
             restarts.add_metric([job_id], float(j.restarts))
-            if j.last_checkpoint is not None:
-                ckpt.add_metric([job_id], j.last_checkpoint)
-            if j.checkpoint_interval_s is not None:
-                ckpt_interval.add_metric([job_id], j.checkpoint_interval_s)
-            for (category, layer), n in sorted(j.incidents.items()):
-                incidents.add_metric([job_id, category, layer], float(n))
-        yield from (step, progress, straggler, hist, tokens, goodput, restarts, ckpt,
-                    ckpt_interval, incidents)
+            for category, n in sorted(j.incidents.items()):
+                incidents.add_metric([job_id, category, Category(category).layer.value], float(n))
+        # triage_job_checkpoint_interval_seconds stays empty: no rank reports its configured
+        # interval yet, and the alert then allows its documented 1 h default.
+        yield from (step, progress, straggler, hist, tokens, goodput, restarts, ckpt, incidents)
 
     def _agent_families(self) -> Iterator[Metric]:
         up = _family("triage_agent_up")

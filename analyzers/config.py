@@ -29,6 +29,9 @@ class AnalyzerConfig:
         "help": "shortest stall that counts as a hang"})
     hang_step_factor: float = field(default=10.0, metadata={
         "help": "a stall longer than this many median step times counts as a hang"})
+    blocked_at_end_s: float = field(default=2.5, metadata={
+        "help": "a rank whose last heartbeat shows it this long inside one collective died "
+                "blocked in it (heartbeats come every second; healthy collectives take ms)"})
     heartbeat_stale_s: float = field(default=15.0, metadata={
         "help": "a rank whose last heartbeat is older than this (before `now`) is not alive"})
     node_silence_spread_s: float = field(default=5.0, metadata={
@@ -41,6 +44,8 @@ class AnalyzerConfig:
         "help": "share of a rank's step windows that must be slow for it to be a straggler"})
     straggler_last_share: float = field(default=0.5, metadata={
         "help": "share of collectives a rank must arrive last in to be a straggler by arrival"})
+    straggler_min_steps: int = field(default=10, metadata={
+        "help": "fewest steps a rank must have completed in an attempt to be judged a straggler"})
     throttle_min_share: float = field(default=0.2, metadata={
         "help": "share of a GPU's samples with a health throttle reason that counts as "
                 "sustained throttling"})
@@ -61,6 +66,7 @@ class AnalyzerConfig:
             "--correlation-window-s": self.correlation_window_s, "--hang-min-s": self.hang_min_s,
             "--hang-step-factor": self.hang_step_factor,
             "--heartbeat-stale-s": self.heartbeat_stale_s,
+            "--blocked-at-end-s": self.blocked_at_end_s,
             "--node-silence-spread-s": self.node_silence_spread_s,
             "--straggler-slowdown": self.straggler_slowdown,
             "--straggler-mad-z": self.straggler_mad_z, "--loss-spike-z": self.loss_spike_z,
@@ -74,6 +80,8 @@ class AnalyzerConfig:
                             "--throttle-min-share": self.throttle_min_share}.items():
             if not 0.0 < value <= 1.0:
                 raise ConfigError(f"{flag} must lie in (0, 1], got {value}")
+        if self.straggler_min_steps < 1:
+            raise ConfigError(f"--straggler-min-steps must be >= 1, got {self.straggler_min_steps}")
         if self.throttle_min_samples < 1:
             raise ConfigError(f"--throttle-min-samples must be >= 1, got {self.throttle_min_samples}")
         if self.loss_spike_window < 5:

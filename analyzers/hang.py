@@ -40,7 +40,10 @@ def _stalls(job: JobData, attempt: int, cfg: AnalyzerConfig) -> pd.DataFrame:
     rs = job.rank_steps[job.rank_steps["attempt"] == attempt].set_index("rank")
     starts = job.ranks[job.ranks["attempt"] == attempt].set_index("rank")["start_time"]
     out = hb[["time", "inflight_op", "inflight_group", "inflight_seq", "inflight_since"]].copy()
-    out["alive"] = (now - out["time"]) < cfg.heartbeat_stale_s
+    # A rank that recorded its exception or exit is gone, however recent its last heartbeat.
+    ev = job.events
+    ended = ev.loc[(ev["attempt"] == attempt) & ev["kind"].isin(("exception", "exit")), "rank"]
+    out["alive"] = ((now - out["time"]) < cfg.heartbeat_stale_s) & ~out.index.isin(ended)
     out["alive_until"] = out["time"].where(~out["alive"], now)
     progress = rs["last_end"].reindex(out.index)
     fallback = starts.reindex(out.index).fillna(hb["first_time"])
@@ -61,7 +64,16 @@ def hang_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
 def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | None:
     st = _stalls(job, attempt, cfg)
     threshold = stall_threshold(job, attempt, cfg)
-    stalled = st[st["stall_s"] > threshold]
+    # A rank whose last heartbeat shows it blocked in a collective for several heartbeats died
+    # waiting there (the collective timeout fired, or it was stopped): post-mortem, that is the
+    # same hang, whatever the timeout was set to.
+    ev = job.events[job.events["attempt"] == attempt]
+    failed = set(ev.loc[ev["kind"] == "exception", "rank"].dropna().astype(int))
+    exited = set(ev.loc[ev["kind"] == "exit", "rank"].dropna().astype(int))
+    clean = [r for r in st.index if int(r) in exited and int(r) not in failed]
+    blocked_at_end = (~st["alive"] & st["inflight_seq"].notna() & ~st.index.isin(clean)
+                      & ((st["time"] - st["inflight_since"]) >= cfg.blocked_at_end_s))
+    stalled = st[(st["stall_s"] > threshold) | blocked_at_end]
     if stalled.empty:
         return None
     waiting = stalled.dropna(subset=["inflight_group", "inflight_seq"])
@@ -85,7 +97,9 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     since = float(waiters["inflight_since"].min())
     lc = job.last_collectives
     members = lc[(lc["attempt"] == attempt) & (lc["group"] == group)].set_index("rank")
-    missing = members[members["last_entered_seq"] < seq]
+    # A blocked collective has no row yet (rows are written when a collective completes), so
+    # the waiters are known from their heartbeats; the others below `seq` never entered it.
+    missing = members[(members["last_entered_seq"] < seq) & ~members.index.isin(waiters.index)]
     culprits = sorted(int(r) for r in missing.index)
     waited_s = float((waiters["alive_until"] - waiters["inflight_since"]).max())
     waiter_ranks = sorted(int(r) for r in waiters.index)

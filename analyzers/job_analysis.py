@@ -143,6 +143,35 @@ def _num(h: pd.Series | None, col: str) -> float | None:
     return None if h is None or pd.isna(h[col]) else float(h[col])
 
 
+_CULPRITLESS_SYMPTOMS = (Category.COLLECTIVE_TIMEOUT, Category.NETWORK_ERROR)
+
+
+def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
+    """An `unknown` finding about one rank ("ended abruptly") gives way to a categorised one:
+    one that blames the same rank in the same attempt says more; a timeout or transport error
+    that names no culprit gets that rank as its culprit (the peer that stopped answering)."""
+    blamed = {(f.attempt, f.verdict.culprit.rank) for f in findings
+              if f.verdict.category is not Category.UNKNOWN and f.verdict.culprit.rank is not None}
+    kept = []
+    for f in findings:
+        v = f.verdict
+        if v.category is not Category.UNKNOWN or v.culprit.rank is None or not f.fatal:
+            kept.append(f)
+        elif (f.attempt, v.culprit.rank) in blamed:
+            continue
+        else:
+            orphan = next((g for g in findings if g.attempt == f.attempt and g.fatal
+                           and g.verdict.category in _CULPRITLESS_SYMPTOMS
+                           and g.verdict.culprit.rank is None), None)
+            if orphan is None:
+                kept.append(f)
+                continue
+            orphan.verdict.culprit = v.culprit
+            orphan.verdict.evidence = list(v.evidence) + orphan.verdict.evidence
+            orphan.verdict.summary += f"; {v.summary}"
+    return kept
+
+
 def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     stragglers = straggler_analysis(job, cfg)
     findings: list[Finding] = [
@@ -150,6 +179,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
         *hang_findings(job, cfg), *log_findings(job, cfg), *lifecycle_findings(job, cfg),
         *stragglers.findings,
     ]
+    findings = _drop_vague_duplicates(findings)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
     ended_silently = {a for a in job.attempts if not alive[a] and not _all_exited(job, a)}
     incidents = attribute(job, findings, cfg, ended_silently)

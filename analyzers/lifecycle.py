@@ -3,13 +3,16 @@
 Preemption: every rank of the attempt received SIGTERM (a launcher that kills the survivors of a
 crash signals all but the crashed rank, and root cause anyway prefers an earlier fault). Node
 failure: the heartbeats of every rank of one node stopped together, with no exit, exception or
-SIGTERM recorded, while the ranks on other nodes lived on.
+SIGTERM recorded, while the ranks on other nodes lived on. A single rank that went the same way
+(SIGKILL, a segfault in native code) is named too: no category fits without more evidence (a
+kernel OOM-kill line makes it host_oom), so it is `unknown` with that rank as the culprit, which
+still puts the others' errors after it where they belong, as consequences.
 """
 
 from __future__ import annotations
 
 from triage.analyzers.config import AnalyzerConfig
-from triage.analyzers.findings import Finding, clock, ranks_phrase
+from triage.analyzers.findings import Finding, clock, rank_culprit, ranks_phrase, where
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
 from triage.verdict import Culprit, Evidence, Verdict
@@ -68,5 +71,35 @@ def node_failure_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     return findings
 
 
+def vanished_rank_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    findings = []
+    for attempt in job.attempts:
+        hb = job.heartbeats[job.heartbeats["attempt"] == attempt].set_index("rank")["time"]
+        # a rank that died before its first heartbeat was written: its start is its last sign
+        started = job.ranks[job.ranks["attempt"] == attempt].set_index("rank")["start_time"]
+        hb = hb.combine_first(started).dropna()
+        ended = set(job.events.loc[(job.events["attempt"] == attempt)
+                                   & job.events["kind"].isin(_ENDINGS), "rank"].dropna()
+                    .astype(int))
+        silent = [int(r) for r in hb.index if int(r) not in ended]
+        if len(silent) != 1 or len(hb) < 2:
+            continue  # none, or several at once (a node: see node_failure_findings)
+        r = silent[0]
+        others = hb.drop(index=r)
+        if others.max() - hb[r] < cfg.node_silence_spread_s:
+            continue  # everyone stopped about together: nothing singles this rank out
+        t = float(hb[r])
+        culprit = rank_culprit(job, attempt, r)
+        findings.append(Finding(attempt, Verdict(
+            Category.UNKNOWN, 0.6,
+            f"{where(culprit, [r])} ended abruptly at {clock(t)} with no exception or exit "
+            f"recorded (SIGKILL or a native crash; the kernel log would tell an OOM kill) while "
+            f"the other ranks lived on for {others.max() - t:.0f} s", culprit, t,
+            [Evidence(f"rank {r}: last heartbeat at {clock(t)}, no exit or exception recorded",
+                      "heartbeats", t, r)]), fatal=True, ranks=(r,)))
+    return findings
+
+
 def lifecycle_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
-    return preemption_findings(job, cfg) + node_failure_findings(job, cfg)
+    return (preemption_findings(job, cfg) + node_failure_findings(job, cfg)
+            + vanished_rank_findings(job, cfg))

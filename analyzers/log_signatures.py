@@ -190,10 +190,17 @@ SIGNATURES: tuple[Signature, ...] = (
     _s("watchdog-stuck", _C.COLLECTIVE_TIMEOUT, "heartbeat|watchdog",
        r"Heartbeat monitor timed out|watchdog (?:thread )?(?:got )?stuck", 0.75,
        "the NCCL watchdog itself hung", symptom=True),
+    _s("gloo-op-timeout", _C.COLLECTIVE_TIMEOUT, "timed out waiting",
+       r"gloo.*Timed out waiting \d+ms for (?:recv|send) operation to complete"
+       r"|Timed out waiting \d+ms for (?:recv|send) operation to complete", 0.8,
+       "a gloo collective timed out", symptom=True),
     _s("dist-timeout", _C.COLLECTIVE_TIMEOUT, "timed out",
        r"(?:barrier|all_?reduce|all_?gather|broadcast|monitoredBarrier).*timed out", 0.7,
        "a collective timed out", symptom=True),
     # --- framework -------------------------------------------------------------------------------
+    _s("checkpoint-error", _C.CHECKPOINT_ERROR, "checkpoint",
+       r"CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict|Missing key\(s\) in state_dict"
+       r"|Unexpected key\(s\) in state_dict", 0.8, "a checkpoint could not be written or read back"),
     _s("illegal-memory-access", _C.CUDA_ERROR, "illegal memory access",
        r"an illegal memory access was encountered", 0.8, "CUDA illegal memory access"),
     _s("illegal-instruction", _C.CUDA_ERROR, "illegal instruction",
@@ -268,7 +275,10 @@ SIGNATURES: tuple[Signature, ...] = (
        "fp16 overflow, step skipped (normal while the loss scale settles)", symptom=True),
     _s("dataloader-worker-exit", _C.DATA_PIPELINE_ERROR, "dataloader worker",
        r"DataLoader worker \(pids?\(?s?\)? ?[\d, ]+\)? (?:exited unexpectedly|is killed by signal:"
-       r" (?!Killed))", 0.8, "a DataLoader worker crashed"),
+       r" (?!Killed|Terminated))", 0.8, "a DataLoader worker crashed"),
+    _s("dataloader-worker-terminated", _C.DATA_PIPELINE_ERROR, "dataloader worker",
+       r"DataLoader worker \(pid[^)]*\) is killed by signal: Terminated", 0.3,
+       "a DataLoader worker was stopped with its job (SIGTERM)", symptom=True),
     _s("dataloader-caught", _C.DATA_PIPELINE_ERROR, "dataloader worker process",
        r"Caught \w+ in DataLoader worker process", 0.8,
        "an exception in a DataLoader worker (bad sample or decoder)"),

@@ -84,7 +84,10 @@ def _attempt_scores(job: JobData, attempt: int, cfg: AnalyzerConfig) -> pd.DataF
     # Arriving last matters only when the others' waiting adds up to a real share of the run.
     per["by_arrival"] = ((n >= MIN_RANKS) & (per["last_share"] >= cfg.straggler_last_share)
                          & (per["wait_caused_s"] >= cfg.straggler_slowdown * run_s))
-    per["straggler"] = per["by_compute"] | per["by_arrival"]
+    # A handful of steps (warm-up, a run cut short) says nothing about a persistent straggler.
+    steps = (rs.set_index("rank")["last_step"] - rs.set_index("rank")["first_step"] + 1
+             ).groupby(level=0).sum().reindex(per.index).fillna(0)
+    per["straggler"] = (per["by_compute"] | per["by_arrival"]) & (steps >= cfg.straggler_min_steps)
     return per
 
 

@@ -21,7 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from triage.config import ConfigError, add_config_args, config_from_args
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.job_analysis import analyze_job
 from triage.store import StoreWriter, open_snapshot
+from triage.store.job_data import load_job
 from triage.store.schema import table_spec
 
 JOB, NODE = "scale-job", "scale-node"
@@ -36,6 +39,8 @@ class AnalyzeScaleConfig:
         "help": "ranks generated and written per store segment (bounds memory)"})
     repeat: int = field(default=3, metadata={"help": "warm runs per query (the best is reported)"})
     target_s: float = field(default=2.0, metadata={"help": "warm seconds a query may take"})
+    analyze_target_s: float = field(default=5.0, metadata={
+        "help": "seconds the whole analysis (load_job + analyze_job) may take"})
 
     def __post_init__(self) -> None:
         if min(self.ranks, self.steps, self.collectives_per_step, self.ranks_per_chunk, self.repeat) < 1:
@@ -132,9 +137,16 @@ def measure(cfg: AnalyzeScaleConfig, show_progress: bool) -> dict:
                 if not ok(result):
                     raise RuntimeError(f"query {name} returned a wrong answer at this scale")
                 queries[name] = {"cold_s": cold, "warm_s": warm}
+            # What `triage analyze` does on this job: load the aggregates and run every analyzer.
+            cold, warm, analysis = _timed(
+                lambda: analyze_job(load_job(snap.con, JOB), AnalyzerConfig()), cfg.repeat)
+            if analysis.job_id != JOB or len(analysis.stragglers) != cfg.ranks:
+                raise RuntimeError("the analysis of the synthetic job came back incomplete")
+            full = {"cold_s": cold, "warm_s": warm, "target_s": cfg.analyze_target_s}
         store_bytes = sum(p.stat().st_size for p in (data_dir / "store").rglob("*.parquet"))
     return {"ranks": cfg.ranks, "steps": cfg.steps, "rows": rows, "generate_s": gen_s,
-            "store_bytes": store_bytes, "queries": queries, "target_s": cfg.target_s}
+            "store_bytes": store_bytes, "queries": queries, "target_s": cfg.target_s,
+            "analyze_job": full}
 
 
 def _stderr_console():
@@ -152,4 +164,8 @@ def run(args: argparse.Namespace) -> int:
               f"{r['store_bytes'] / 2**20:.0f} MiB stored, generated in {r['generate_s']:.1f} s")
         for name, q in r["queries"].items():
             print(f"{name:>18}: warm {q['warm_s']:.3f} s (cold {q['cold_s']:.3f} s; target {cfg.target_s} s)")
-    return 0 if all(q["warm_s"] <= cfg.target_s for q in r["queries"].values()) else 1
+        a = r["analyze_job"]
+        print(f"{'full analysis':>18}: warm {a['warm_s']:.3f} s (cold {a['cold_s']:.3f} s; "
+              f"target {cfg.analyze_target_s} s)")
+    ok = all(q["warm_s"] <= cfg.target_s for q in r["queries"].values())
+    return 0 if ok and r["analyze_job"]["warm_s"] <= cfg.analyze_target_s else 1

@@ -230,7 +230,9 @@ class SimGpuCollector:
             elapsed = now - f.time
             if f.kind == "thermal":
                 peak = TEMP_SLOWDOWN_C + float(f.params.get("overshoot_c", 1.5))
-                ramp = float(f.params.get("ramp_s", 20.0))
+                # The rank slows down from the fault's step on, so the GPU must be at its
+                # slowdown temperature by then: a short ramp (a few samples), not minutes.
+                ramp = float(f.params.get("ramp_s", 2.0))
                 temperature = max(temperature, steady + (peak - steady) * min(1.0, elapsed / ramp))
                 if temperature >= TEMP_SLOWDOWN_C:
                     reasons |= 0x40 | 0x20

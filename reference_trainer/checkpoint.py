@@ -5,7 +5,9 @@ is complete, rank 0 records every file's size and SHA-256 in `COMPLETE.json` and
 folder to `step_NNNNNNNN`. Only renamed folders with a marker are ever loaded, so a save cut
 short (kill, disk full) is invisible. A checkpoint whose files no longer match the marker fails
 the run with `checkpoint_error` and is renamed aside (`*.corrupt-<time>`) so the next attempt
-resumes from the previous good one.
+resumes from the previous good one. A rollback (env TRIAGE_RESUME_BEFORE_STEP=N, set by the
+supervisor) renames every checkpoint at or after step N aside (`*.rolled-back-<time>`) before
+choosing, so neither this attempt nor a later one resumes from state past the anomaly.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+
+from triage.config import ENV_RESUME_BEFORE_STEP, ConfigError
 
 MARKER = "COMPLETE.json"
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
@@ -116,6 +120,26 @@ def verify(path: Path) -> None:
             raise CheckpointError(f"checkpoint {path}: file {name} fails its SHA-256 check")
 
 
+def resume_before_step_from_env() -> int | None:
+    raw = os.environ.get(ENV_RESUME_BEFORE_STEP, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ConfigError(f"env {ENV_RESUME_BEFORE_STEP}={raw!r}: expected a step number")
+    return int(raw)
+
+
+def roll_back(run_dir: str | os.PathLike[str], before_step: int) -> list[Path]:
+    """Set aside every complete checkpoint at or after `before_step`; the paths they moved to."""
+    moved = []
+    for step, path in complete_checkpoints(run_dir):
+        if step >= before_step:
+            aside = path.with_name(f"{path.name}.rolled-back-{int(time.time())}")
+            os.replace(path, aside)
+            moved.append(aside)
+    return moved
+
+
 def quarantine(path: Path) -> Path:
     """Rename a bad checkpoint aside (kept for forensics, never loaded again)."""
     aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
@@ -197,6 +221,9 @@ class Checkpointer:
         answer: list[Any] = [None]
         if self.rank == 0:
             remove_incomplete(self.run_dir)
+            limit = resume_before_step_from_env()
+            if limit is not None:
+                roll_back(self.run_dir, limit)
             found = complete_checkpoints(self.run_dir)
             if found:
                 step, path = found[-1]

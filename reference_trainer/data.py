@@ -2,19 +2,37 @@
 
 Every sequence is a pure function of (seed, global sequence index), so the data position is one
 number (`sequences consumed`) that a checkpoint stores and a resumed run, at any world size,
-continues from.
+continues from. A step the supervisor skips (env TRIAGE_SKIP_STEPS, after a rollback) is a
+no-op that still consumes its batch: every other step sees exactly the batch it would have seen
+in an uninterrupted run, so a rolled-back run stays deterministic.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from triage.config import ENV_SKIP_STEPS, ConfigError
 from triage.reference_trainer.model import VOCAB_SIZE
+
+
+def skip_steps_from_env() -> frozenset[int]:
+    """TRIAGE_SKIP_STEPS=12,30: the steps whose batches are skipped (no update)."""
+    raw = os.environ.get(ENV_SKIP_STEPS, "")
+    items = [s.strip() for s in raw.split(",") if s.strip()]
+    if not all(s.isdigit() for s in items):
+        raise ConfigError(f"env {ENV_SKIP_STEPS}={raw!r}: expected step numbers, e.g. 12,30")
+    return frozenset(int(s) for s in items)
+
+
+def training_steps(first: int, last: int, skip: frozenset[int]) -> list[int]:
+    """The steps in [first, last] that train, in order: what the loader fetches batches for."""
+    return [s for s in range(first, last + 1) if s not in skip]
 
 
 def synthetic_sequence(seed: int, index: int, length: int) -> torch.Tensor:
@@ -30,8 +48,10 @@ def synthetic_sequence(seed: int, index: int, length: int) -> torch.Tensor:
 class TokenBatches(Dataset):
     """Item `step` is this rank's batch of that step: {"input_ids", "labels"} of shape (B, T).
 
-    `kill_worker_at` holds the steps at which the worker fetching them SIGKILLs itself, the
-    data_error fault: the main process then gets the DataLoader's own "worker killed" error.
+    `kill_worker_at` holds the steps at which the worker fetching them crashes with SIGSEGV (as a
+    native decoder does on a corrupt sample), the data_error fault: the main process then gets
+    the DataLoader's own "worker killed" error. (Not SIGKILL: a worker killed by signal 9 reads
+    as the kernel's OOM killer, which is a different failure.)
     """
 
     def __init__(self, *, seed: int, rank: int, world_size: int, batch_size: int, seq_len: int,
@@ -61,13 +81,13 @@ class TokenBatches(Dataset):
 
     def __getitem__(self, step: int) -> dict[str, torch.Tensor]:
         if step in self.kill_worker_at and get_worker_info() is not None:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGSEGV)
         first = self.position_after(step - 1) + self.rank * self.batch_size
         seqs = torch.stack([self._sequence(first + j) for j in range(self.batch_size)])
         return {"input_ids": seqs[:, :-1].contiguous(), "labels": seqs[:, 1:].contiguous()}
 
 
-def make_loader(dataset: TokenBatches, steps: range, num_workers: int) -> DataLoader:
+def make_loader(dataset: TokenBatches, steps: Sequence[int], num_workers: int) -> DataLoader:
     """One item per step, in step order; workers prefetch so data wait stays off the step."""
     return DataLoader(dataset, batch_size=None, sampler=list(steps), num_workers=num_workers,
                       prefetch_factor=2 if num_workers else None)

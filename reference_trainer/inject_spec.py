@@ -27,8 +27,9 @@ INJECT_KINDS: dict[str, str] = {
     "kill": "SIGKILL of that rank's process",
     "sigterm": "preemption: every rank sends itself SIGTERM at that step (`rank` is ignored); the "
                "ranks agree at the end of the step, save a checkpoint and exit 143",
-    "data_error": "that rank's DataLoader worker SIGKILLs itself while fetching that step: "
-                  "'DataLoader worker (pid N) is killed by signal: Killed.' as soon as the rank notices "
+    "data_error": "that rank's DataLoader worker crashes (SIGSEGV, like a decoder on a corrupt "
+                  "sample) while fetching that step: 'DataLoader worker (pid N) is killed by signal: "
+                  "Segmentation fault.' as soon as the rank notices "
                   "(workers prefetch, so possibly during an earlier step; needs --num-workers >= 1)",
     "disk_full": "the first checkpoint save at or after that step fails inside the DCP storage "
                  "writer of that rank with OSError ENOSPC 'No space left on device'",

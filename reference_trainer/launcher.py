@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triage.config import ENV_ATTEMPT, ENV_DATA_DIR, ENV_JOB_ID, ENV_NODE, ConfigError
+from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID, ENV_NODE,
+                           ConfigError)
 from triage.reference_trainer.loop import EXIT_PREEMPTED
 from triage.reference_trainer.summary import (build_summary, progress_path, read_progress,
                                               write_summary)
@@ -47,10 +48,28 @@ def prepare_run_dir(run_dir: str) -> Path:
     return path
 
 
+def excluded_nodes_from_env() -> frozenset[str]:
+    """The simulated nodes the supervisor left out (TRIAGE_EXCLUDE_NODES=node1,...)."""
+    return frozenset(filter(None, (n.strip() for n in
+                                   os.environ.get(ENV_EXCLUDE_NODES, "").split(","))))
+
+
+def local_nodes(cfg: TrainConfig) -> list[int]:
+    """Indices of the simulated nodes to start: all `--nnodes` but the excluded ones, which
+    keep their names so a node's telemetry stays attributed to it across attempts."""
+    excluded = excluded_nodes_from_env()
+    kept = [k for k in range(cfg.nnodes) if f"node{k}" not in excluded]
+    if not kept:
+        raise ConfigError(f"env {ENV_EXCLUDE_NODES}={os.environ.get(ENV_EXCLUDE_NODES)} leaves "
+                          f"none of the {cfg.nnodes} nodes; unset it or start more nodes")
+    return kept
+
+
 def torchrun_command(cfg: TrainConfig, node_rank: int, endpoint: str | None, *,
-                     local: bool) -> list[str]:
+                     local: bool, nnodes: int | None = None) -> list[str]:
+    """`nnodes`: the nodes that actually start (fewer than `--nnodes` once some are excluded)."""
     cmd = [sys.executable, "-m", "torch.distributed.run",
-           "--nnodes", str(cfg.nnodes), "--nproc-per-node", str(cfg.nproc_per_node),
+           "--nnodes", str(nnodes or cfg.nnodes), "--nproc-per-node", str(cfg.nproc_per_node),
            "--max-restarts", "0", "--shutdown-timeout", str(cfg.shutdown_timeout)]
     if endpoint is None:
         cmd += ["--standalone"]
@@ -63,13 +82,13 @@ def torchrun_command(cfg: TrainConfig, node_rank: int, endpoint: str | None, *,
     return cmd + ["-m", "triage.reference_trainer.worker", "--config", cfg.to_json()]
 
 
-def node_env(cfg: TrainConfig, node_rank: int, *, local: bool) -> dict[str, str]:
+def node_env(cfg: TrainConfig, node_index: int, *, local: bool) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV_JOB_ID] = str(cfg.job_id)
     env[ENV_ATTEMPT] = str(attempt_from_env())
     env[ENV_DATA_DIR] = str(cfg.data_dir)
     if local:
-        env[ENV_NODE] = f"node{node_rank}"
+        env[ENV_NODE] = f"node{node_index}"
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     return env
 
@@ -80,13 +99,20 @@ class _Nodes:
 
     def __init__(self, cfg: TrainConfig) -> None:
         local = cfg.node_rank is None
-        ranks = list(range(cfg.nnodes)) if local else [cfg.node_rank]
+        if local:  # node ranks count the started nodes; names keep their index
+            started = local_nodes(cfg)
+            nodes = list(enumerate(started))
+        else:
+            started, nodes = list(range(cfg.nnodes)), [(cfg.node_rank, cfg.node_rank)]
         endpoint = cfg.rdzv_endpoint
-        if endpoint is None and cfg.nnodes > 1:
+        if endpoint is None and len(started) > 1:
             endpoint = f"127.0.0.1:{free_port()}"
-        self.procs = [subprocess.Popen(torchrun_command(cfg, k, endpoint, local=local),
-                                       env=node_env(cfg, k, local=local), start_new_session=True)
-                      for k in ranks]
+        self.world_size = len(started) * cfg.nproc_per_node
+        self.procs = [subprocess.Popen(torchrun_command(cfg, rank, endpoint, local=local,
+                                                        nnodes=len(started)),
+                                       env=node_env(cfg, index, local=local),
+                                       start_new_session=True)
+                      for rank, index in nodes]
         # After one node fails, the others fail on their own once their collectives time out;
         # past that (plus torchrun's shutdown) a node still running is stuck, e.g. in rendezvous.
         self.straggle_s = cfg.collective_timeout + cfg.shutdown_timeout + 30
@@ -128,7 +154,7 @@ def launch(cfg: TrainConfig) -> int:
             signal.signal(s, handler)
     events = read_progress(progress)
     completed = all(c == 0 for c in codes) and any(e["event"] == "end" for e in events)
-    summary = build_summary(events, job_id=str(cfg.job_id), world_size=cfg.world_size,
+    summary = build_summary(events, job_id=str(cfg.job_id), world_size=nodes.world_size,
                             completed=completed)
     if cfg.summary:
         write_summary(cfg.summary, summary)

@@ -22,7 +22,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from triage.reference_trainer.checkpoint import Checkpointer, step_dir
-from triage.reference_trainer.data import TokenBatches, make_loader
+from triage.reference_trainer.data import (TokenBatches, make_loader, skip_steps_from_env,
+                                            training_steps)
 from triage.reference_trainer.faults import FaultInjector
 from triage.reference_trainer.model import GPT, MODEL_SIZES
 from triage.reference_trainer.summary import ProgressLog, progress_path
@@ -190,7 +191,9 @@ class Trainer:
                 batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=self.step,
                 start_position=self.position, data_path=cfg.data,
                 kill_worker_at=self.injector.data_worker_kill_steps())
-            batches = iter(make_loader(dataset, range(self.step + 1, cfg.steps + 1), cfg.num_workers))
+            skip = skip_steps_from_env()  # after a rollback: batches that poisoned the run
+            batches = iter(make_loader(dataset, training_steps(self.step + 1, cfg.steps, skip),
+                                       cfg.num_workers))
             tokens_per_step = cfg.batch_size * cfg.seq_len * self.world_size
             mon = self.monitor
             if mon is not None:
@@ -198,6 +201,10 @@ class Trainer:
             no_step = NullStep()
             while self.step < cfg.steps:
                 self.step += 1
+                if self.step in skip:  # no update; the batch counts as consumed
+                    self.position = dataset.position_after(self.step)
+                    self._record("skipped", step=self.step)
+                    continue
                 torch.manual_seed(cfg.seed * 1_000_003 + self.step)  # RNG is a function of position
                 start = time.perf_counter()
                 with (mon.step(self.step, tokens=cfg.batch_size * cfg.seq_len,

@@ -124,7 +124,7 @@ def test_thermal_fault_heats_past_slowdown_with_thermal_reasons_and_slower_clock
     append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=0, kind="thermal",
                                     params={"factor": 2.0}))
     sim = SimGpuCollector("n", tmp_path, num_gpus=2, load=lambda g: 1.0)
-    before, early, hot = (samples(r) for r in run(sim, [0, 12, 40]))
+    before, early, hot = (samples(r) for r in run(sim, [0, 10.5, 40]))  # default ramp: 2 s
     assert not before[0].clock_event_hw_thermal and before[0].temperature_celsius < 80
     assert before[0].temperature_celsius < early[0].temperature_celsius < hot[0].temperature_celsius
     assert hot[0].temperature_celsius >= hot[0].temperature_slowdown_celsius

@@ -19,6 +19,7 @@ LAYERS = {
     "analyzers": ("triage.analyzers", 3),
     "agent": ("triage.agent", 4),
     "dashboard": ("triage.dashboard", 4),
+    "triage/supervisor": ("triage.supervisor", 4),
     "benchmarks": ("triage.benchmarks", 5),
     "triage/commands": ("triage.commands", 5),
 }

@@ -237,6 +237,9 @@ class CollectiveRecorder:
         (group, seq), (op, since) = min(items, key=lambda kv: kv[1][1])
         return op, group, seq, since
 
+    def forget_inflight(self) -> None:
+        self._inflight.clear()
+
     def take_blocked(self) -> float:
         value, self.blocked_s = self.blocked_s, 0.0
         return value

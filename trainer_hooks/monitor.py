@@ -89,11 +89,15 @@ class StepTimer:
         return self._optimizer
 
     def record(self, loss: Any = None, grad_norm: Any = None) -> None:
-        """Loss and grad-norm as floats or tensors (a CUDA tensor is read later, without a sync)."""
+        """Loss and grad-norm as floats or tensors (a CUDA tensor is read later, without a sync).
+
+        A host value that is NaN/Inf is flagged at once, before the step goes on: the rank whose
+        own loss diverged first is the culprit, and a global-loss check that then raises on
+        every rank must not hide it."""
         if loss is not None:
-            self.loss = loss
+            self.loss = self._monitor._check_finite(self.step, "loss", loss)
         if grad_norm is not None:
-            self.grad_norm = grad_norm
+            self.grad_norm = self._monitor._check_finite(self.step, "grad_norm", grad_norm)
 
     def __enter__(self) -> "StepTimer":
         self._phase_s[0] = self._phase_s[1] = self._phase_s[2] = 0.0
@@ -107,10 +111,6 @@ class StepTimer:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self._monitor._finish_step(self, time.perf_counter() - self._t0)
-        elif self.loss is not None:
-            # A step that failed is not a completed step, but a non-finite local loss is the
-            # first sign of which rank diverged (the global-loss check raises on every rank).
-            self._monitor._note_failed_step(self)
 
 
 class _NoPhase:
@@ -183,6 +183,7 @@ class TrainingMonitor:
         self._pending: list[tuple[tuple, Any, Any, Any]] = []  # step rows awaiting CUDA scalars
         self._pending_canary: list[tuple[int, float, torch.Tensor, Any]] = []  # (.., CUDA event)
         self.last_step: int | None = None
+        self._flagged_step: int | None = None  # the step whose non-finite value is reported
         self.steps_recorded = 0
         self._first_step_seen = False
         self._closed = False
@@ -215,6 +216,9 @@ class TrainingMonitor:
             if threading.current_thread() is threading.main_thread():
                 self._prev_sigterm = signal.getsignal(signal.SIGTERM)
                 signal.signal(signal.SIGTERM, self._on_sigterm)
+        # Written now, not at the first tick: a rank that dies in its first second must still
+        # be known to have existed (rank -> node, GPU, pid).
+        self._writer.flush()
         self._writer.start()
         return self
 
@@ -236,13 +240,18 @@ class TrainingMonitor:
         self.event("exit", "process exiting" if exit_code is None else f"exit code {exit_code}",
                    step=self.last_step, **detail)
         self._collectives.uninstall()
+        self._collectives.forget_inflight()  # the last heartbeat must not show a rank exiting as blocked
         if self._prev_excepthook is not None:
             sys.excepthook = self._prev_excepthook
         if self._writer is not None:
             self._writer.close()
 
     def init_done(self) -> None:
+        """Marks the end of start-up (initialization badput) and writes out what start-up
+        recorded; called once, outside any step."""
         self.event("init_done", "initialisation finished")
+        if self._writer is not None:
+            self._writer.tick()
 
     # -- per step ------------------------------------------------------------------------------
     def step(self, step: int, *, tokens: int = 0, samples: int = 0) -> StepTimer:
@@ -281,21 +290,25 @@ class TrainingMonitor:
                 ready.record()
             self._pending_canary.append((t.step, time.time(), result, ready))
 
-    def _note_failed_step(self, t: StepTimer) -> None:
-        loss = t.loss
-        if isinstance(loss, torch.Tensor) and loss.is_cuda:
-            return  # reading it would need a device sync on a failing path; the exception tells
-        value = _host_scalar(loss)
-        if value is not None and not math.isfinite(value):
-            self.event("nonfinite", f"non-finite local loss={value} at step {t.step}",
-                       step=t.step, loss=str(value))
+    def _check_finite(self, step: int, name: str, value: Any) -> Any:
+        """A host scalar as a float, flagged now when non-finite; CUDA tensors pass through
+        (read later by the writer thread, and flagged when their step row is written)."""
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            return value
+        v = _host_scalar(value)
+        if v is not None and not math.isfinite(v) and self._flagged_step != step:
+            self._flagged_step = step
+            self.event("nonfinite", f"non-finite {name}={v} at step {step}", step=step,
+                       **{name: str(v)})
+        return v
 
     def _emit_step(self, base: tuple, loss: float | None, gnorm: float | None,
                    peak: int, mfu: float | None) -> None:
         nonfinite = any(v is not None and not math.isfinite(v) for v in (loss, gnorm))
         self.buffer.put("steps", base + (loss, gnorm, nonfinite, peak, mfu))
         self.steps_recorded += 1
-        if nonfinite:
+        if nonfinite and self._flagged_step != base[0]:
+            self._flagged_step = base[0]
             self.event("nonfinite", f"non-finite loss={loss} grad_norm={gnorm} at step {base[0]}",
                        step=base[0], loss=str(loss), grad_norm=str(gnorm))
 

@@ -18,11 +18,14 @@ from triage.config import ConfigError
 #: `add_arguments(parser)`, `run(args) -> int` and a module docstring used as the description.
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "run the reference FSDP2 trainer under torchrun, with fault injection"),
-    "demo": ("demo", "run a small 4-rank, 2-node reference training job and show its summary"),
+    "demo": ("demo", "inject a fault into a small 2-node job and watch Triage diagnose and recover"),
+    "run": ("run", "run a training command under the supervisor: detect, diagnose, restart"),
     "jobs": ("jobs", "list jobs with status, attempts, ranks, steps and last progress"),
     "classify": ("classify", "classify raw log files into the failure taxonomy"),
     "analyze": ("analyze", "analyse one job: root cause, hangs, stragglers, GPU health, goodput"),
+    "agent": ("agent", "run the per-node agent: collectors, spool ingest, Prometheus /metrics"),
     "bench": ("bench", "run a benchmark (classify, ...) and report its numbers"),
+    "dashboard": ("dashboard", "serve the Streamlit reliability dashboard (fleet, job, ranks, GPUs, incidents)"),
 }
 
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2

@@ -24,6 +24,12 @@ ENV_DATA_DIR = "TRIAGE_DATA_DIR"
 #: Node name of this process. Set by `triage train` for the simulated nodes it starts on one
 #: machine (`node0`, `node1`, ...); on a real cluster it is unset and the host name is used.
 ENV_NODE = "TRIAGE_NODE"
+#: Set by the supervisor (`triage run`) for a restarted attempt: simulated nodes to leave out
+#: (comma-separated names), resume from the newest checkpoint strictly before this step
+#: (rollback), and steps whose batches the trainer skips (comma-separated).
+ENV_EXCLUDE_NODES = "TRIAGE_EXCLUDE_NODES"
+ENV_RESUME_BEFORE_STEP = "TRIAGE_RESUME_BEFORE_STEP"
+ENV_SKIP_STEPS = "TRIAGE_SKIP_STEPS"
 DEFAULT_DATA_DIR = "./triage-data"
 
 

@@ -83,6 +83,7 @@ def _culprit(c: dict) -> str:
 
 def print_report(a: JobAnalysis) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -105,12 +106,13 @@ def print_report(a: JobAnalysis) -> None:
             inc.add_column(col, overflow="fold")
         for i in a.incidents:
             d = i.verdict.to_dict()
-            body = ("[bold]ROOT CAUSE[/] " if i.root else "") + d["summary"]
+            # Log text carries brackets (gloo's `[file.cc:78]`) that rich would read as markup.
+            body = ("[bold]ROOT CAUSE[/] " if i.root else "") + escape(d["summary"])
             for e in d["evidence"][:4]:
-                body += f"\n  [dim]{_t(e['time'])} {e['source']}:[/] {e['text'][:160]}"
+                body += f"\n  [dim]{_t(e['time'])} {e['source']}:[/] {escape(e['text'][:160])}"
             if d["consequences"]:
                 body += f"\n  [dim]{len(d['consequences'])} consequence(s), first: " \
-                        f"{d['consequences'][0][:160]}[/]"
+                        f"{escape(d['consequences'][0][:160])}[/]"
             inc.add_row(str(i.attempt), f"{d['category']}\n[dim]{d['layer']} -> {d['action']}[/]",
                         f"{d['confidence']:.2f}", _culprit(d["culprit"]), body)
         console.print(inc)

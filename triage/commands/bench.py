@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest", "spool -> store ingest rows/s, store bytes per million rows, naive baseline"),
     "hooks": ("hooks", "training overhead of the in-rank telemetry (A/B) and cost per event"),
     "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
+    "recovery": ("recovery", "time to detect and recover from a crash, a hang and a GPU fault; goodput"),
     "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
 }
 

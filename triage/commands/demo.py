@@ -1,8 +1,16 @@
-"""Run the reference trainer as a small demo job: 4 ranks on 2 simulated nodes on loopback
-(tiny model, checkpoints every 10 steps) and print its summary.
+"""The Triage demo: a small training job on 2 simulated nodes x 2 ranks on loopback, with node
+agents and simulated GPUs, run under the supervisor (`triage run`), one injected fault, automatic
+recovery, then the `triage analyze` report.
 
-Interim: the supervisor will replace it with a demo of failure, diagnosis and restart.
-Exit status: that of `triage train` (0 when the job completed).
+Default scenario `gpu-lost`: a GPU falls off the bus (Xid 79) under rank 3 mid-run; the other
+ranks block in a collective; Triage names gpu_fallen_off_bus with that rank, node and GPU as
+the culprit (the timeouts as consequences), restarts without that node from the last
+checkpoint at the smaller world size, and the job finishes. `--list` shows the others.
+For the demo the job uses a 15 s collective timeout and a 15 s hang timeout (NCCL's default
+watchdog is 10 minutes), so a scenario takes 1-3 minutes on a 2-core machine.
+
+Exit status: 0 the job completed (for fail-fast scenarios: the supervisor stopped it as
+expected); 1 it did not; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -10,60 +18,111 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
 
-from triage.config import data_dir_from_env
-from triage.reference_trainer.launcher import launch
-from triage.reference_trainer.train_config import TrainConfig
+from triage.commands.analyze import print_report
+from triage.config import ConfigError, data_dir_from_env
+from triage.supervisor.config import SupervisorConfig
+from triage.supervisor.observe import analyze
+from triage.supervisor.scenarios import DEFAULT_SCENARIO, HANG_TIMEOUT_S, SCENARIOS
+from triage.supervisor.supervisor import JobReport, LiveState, Supervisor, culprit_text
+from triage.taxonomy import Action
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=40, help="global steps (default: %(default)s)")
-    parser.add_argument("--data-dir", help="site data directory; the run lands in DATA_DIR/runs "
-                        "(default: env TRIAGE_DATA_DIR, else ./triage-data)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
+                        help="the fault to inject (default: %(default)s; --list shows all)")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--data-dir", help="site data directory (default: env TRIAGE_DATA_DIR, "
+                        "else ./triage-data)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the supervisor's report as JSON instead of tables")
 
 
-def render(summary: dict, run_dir: str, console: Console) -> None:
-    table = Table(title=f"triage demo: job {summary['job_id']}", show_header=False)
+def _list(console: Console) -> None:
+    table = Table(title="triage demo scenarios")
+    for col in ("scenario", "what happens", "expected verdict", "action"):
+        table.add_column(col)
+    for s in SCENARIOS.values():
+        table.add_row(s.name + (" (default)" if s.name == DEFAULT_SCENARIO else ""), s.what,
+                      s.category.value if s.category else "(whatever the evidence says)",
+                      s.action.value if s.action else "keep running (alert)")
+    console.print(table)
+
+
+def _live_view(job_id: str, scenario: str, state: LiveState | None, started: float) -> Table:
+    table = Table(title=f"triage demo [{scenario}]: job {job_id}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    p50, tps = summary["step_time_p50_s"], summary["tokens_per_s"]
-    for label, value in [
-        ("outcome", summary["exit"]), ("world size", summary["world_size"]),
-        ("steps completed", summary["steps_completed"]),
-        ("resumed from step", summary["resumed_from_step"] or "-"),
-        ("final loss", f"{summary['final_loss']:.4f}" if summary["final_loss"] else "-"),
-        ("step time p50", f"{p50 * 1000:.1f} ms" if p50 else "-"),
-        ("throughput", f"{tps:,.0f} tokens/s" if tps else "-"), ("run dir", run_dir)]:
-        table.add_row(label, str(value))
+    table.add_row("elapsed", f"{time.time() - started:.0f} s")
+    if state is not None:
+        p = state.progress
+        table.add_row("attempt", str(state.attempt))
+        table.add_row("state", state.state)
+        table.add_row("step", "-" if p.last_step is None else str(p.last_step))
+        table.add_row("throughput",
+                      f"{p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s else "-")
+        table.add_row("excluded nodes", ", ".join(state.excluded_nodes) or "-")
+        table.add_row("incidents", "\n".join(state.incidents) or "-")
+    return table
+
+
+def _summary(report: JobReport, console: Console) -> None:
+    table = Table(title="supervisor: attempts")
+    for col in ("attempt", "outcome", "detected by", "steps", "verdict", "culprit", "action"):
+        table.add_column(col)
+    for a in report.attempts:
+        v = a.verdict or {}
+        last = "-" if a.last_step is None else a.last_step
+        table.add_row(str(a.attempt), a.outcome or "-", a.detection or "-",
+                      f"{a.resumed_from_step or 0}..{last}", v.get("category", "-"),
+                      culprit_text(v.get("culprit")) or "-", a.action or "-")
     console.print(table)
-    losses = summary["losses"]
-    if losses:
-        curve = Table(title="loss")
-        curve.add_column("step", justify="right")
-        curve.add_column("mean over ranks", justify="right")
-        shown = losses[::max(1, len(losses) // 8)]
-        for step, loss in shown + ([losses[-1]] if shown[-1] != losses[-1] else []):
-            curve.add_row(str(step), f"{loss:.4f}")
-        console.print(curve)
+    for r in report.recoveries():
+        console.print(f"recovery after attempt {r['attempt']}: detected in {r['detect_s']:.1f} s "
+                      f"({r['detection']}), training again {r['recover_s']:.1f} s after the "
+                      f"fault, {r['steps_lost']} steps lost")
+    if report.excluded_nodes:
+        console.print(f"excluded nodes: {', '.join(report.excluded_nodes)}")
+    console.print(f"[bold]job {report.status}[/]: {report.reason}")
 
 
 def run(args: argparse.Namespace) -> int:
-    job_id = time.strftime("demo-%Y%m%d-%H%M%S")
+    console = Console()
+    if args.list:
+        _list(console)
+        return 0
+    scenario = SCENARIOS.get(args.scenario)
+    if scenario is None:
+        raise ConfigError(f"--scenario {args.scenario!r}: choose one of {', '.join(SCENARIOS)}")
     data_dir = data_dir_from_env(args.data_dir)
-    run_dir = data_dir / "runs" / job_id
-    summary_path = run_dir / "summary.json"
-    cfg = TrainConfig(nnodes=2, nproc_per_node=2, steps=args.steps, checkpoint_every=10,
-                      model="tiny", job_id=job_id, data_dir=str(data_dir), run_dir=str(run_dir),
-                      summary=str(summary_path))
-    rc = launch(cfg)
-    summary = json.loads(Path(summary_path).read_text())
+    job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S")
+    cfg = SupervisorConfig(job_id=job_id, data_dir=str(data_dir), hang_timeout=HANG_TIMEOUT_S,
+                           backoff=1.0, grace=5.0, max_restarts=3)
+    started = time.time()
     if args.json:
-        print(json.dumps(summary, indent=1))
+        report = Supervisor(cfg, scenario.train_command()).run()
+        print(json.dumps(report.to_dict(), indent=1, default=str))
     else:
-        render(summary, str(run_dir), Console())
-    return rc
+        console.print(f"[bold]triage demo[/]: {scenario.what}")
+        console.print("  triage run --hang-timeout 15 -- triage train --nnodes 2 "
+                      "--nproc-per-node 2 --collective-timeout 15 " +
+                      " ".join(f"--inject {s}" for s in scenario.inject))
+        with Live(_live_view(job_id, scenario.name, None, started), console=console,
+                  refresh_per_second=2, transient=False) as live:
+            report = Supervisor(cfg, scenario.train_command(), on_update=lambda s: live.update(
+                _live_view(job_id, scenario.name, s, started))).run()
+        _summary(report, console)
+        analysis = analyze(data_dir, job_id)
+        if analysis is not None:
+            console.rule("triage analyze " + job_id)
+            print_report(analysis)
+        console.print(Group(
+            f"took {time.time() - started:.0f} s. Explore it:",
+            f"  triage analyze {job_id} --data-dir {data_dir}",
+            f"  triage dashboard --data-dir {data_dir}"))
+    expected_stop = scenario.action is Action.FAIL_FAST and report.status == "failed"
+    return 0 if report.status == "completed" or expected_stop else 1

@@ -1,0 +1,267 @@
+"""The per-node agent: samples collectors, writes the node's store partition, feeds the exporter.
+
+One loop, on one thread, does everything on its own cadence: collectors every `interval`
+(each on its own schedule, with backoff when one raises), spool ingest and record writes every
+`store_interval` (batched, so the store sees a few segments per batch instead of one per
+sample), analyzers every `analyze_interval`, retention and compaction every
+`maintenance_interval`. The scrape thread only reads `ExporterState`. `NodeAgent` holds the
+partition's writer lock from construction to `close()`, so a second agent on the same
+partition fails at once with `PartitionBusy`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+
+from triage.agent.config import AgentConfig
+from triage.agent.exporter import ExporterState
+from triage.agent.job_progress import PROGRESS_TABLES, read_progress
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.job_analysis import analyze_job
+from triage.agent.scheduler import ScheduledCollector
+from triage.collectors.gpu_backend import GpuCollector, make_gpu_collector
+from triage.collectors.host import HostCollector, process_alive
+from triage.collectors.kernel_log import KernelLogCollector
+from triage.collectors.protocol import Collector
+from triage.collectors.records import GpuEvent, GpuSample, Record
+from triage.collectors.sim_gpu import sim_kmsg_path
+from triage.collectors.xid_dedup import XidDeduplicator
+from triage.config import data_dir_from_env, node_name
+from triage.store import StoreWriter, apply_retention, compact, ingest_partition, open_snapshot
+from triage.store.job_data import load_job
+
+log = logging.getLogger(__name__)
+
+#: Utilization a simulated GPU shows while a live local rank trains on it.
+BUSY_UTILIZATION = 0.95
+
+
+def resolve_gpu_backend(choice: str) -> str:
+    """`auto` -> nvml when NVML initialises here, else none; other choices pass through."""
+    if choice != "auto":
+        return choice
+    try:
+        nvml = importlib.import_module("pynvml")
+        nvml.nvmlInit()
+        nvml.nvmlShutdown()
+    except Exception as exc:  # noqa: BLE001 - ImportError or any NVMLError means "no NVML"
+        log.info("--gpu auto: NVML does not initialise here (%s); running without a GPU "
+                 "collector (pass --gpu sim for simulated GPUs)", exc)
+        return "none"
+    log.info("--gpu auto: NVML initialised; sampling the GPUs through NVML")
+    return "nvml"
+
+
+class NodeAgent:
+    def __init__(self, config: AgentConfig, *, clock: Callable[[], float] = time.time,
+                 extra_collectors: list[Collector] = ()) -> None:
+        self.config = config
+        self.clock = clock
+        self.data_dir = data_dir_from_env(config.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.node = config.node or node_name()
+        # First, so a second agent on this partition stops before it touches anything.
+        self.writer = StoreWriter(self.data_dir, self.node, config.store)
+        # The agent's batches are small: one DuckDB thread each for writing and reading costs
+        # far less CPU and memory than a pool per core that mostly waits.
+        self.writer.con.execute("SET threads = 1")
+        self.state = ExporterState(self.node, live_window_s=config.store.heartbeat_timeout_s,
+                                   job_expiry_s=config.job_expiry, clock=clock)
+        self.dedup = XidDeduplicator()
+        self._pending: deque[Record] = deque()
+        self._dropped_records = 0
+        self._read_con = duckdb.connect(config={"threads": 1})
+        self._seen_segments: set[str] = set()
+        self.gpu_backend = resolve_gpu_backend(config.gpu)
+        collectors: list[Collector] = []
+        try:
+            gpu = make_gpu_collector(dataclasses.replace(config.gpus, gpu=self.gpu_backend),
+                                     self.node, self.data_dir, load=self._gpu_load)
+            if gpu is not None:
+                collectors.append(gpu)
+            host_config = dataclasses.replace(
+                config.host, disk_paths=list(dict.fromkeys([*config.host.disk_paths,
+                                                            str(self.data_dir)])))
+            collectors.append(HostCollector(host_config, self.node, pids=self._local_pids))
+            collectors.append(self._kernel_log_collector(gpu))
+        except BaseException:
+            for c in collectors:
+                c.close()
+            self.writer.close()
+            raise
+        collectors.extend(extra_collectors)
+        self.collectors = [ScheduledCollector(c, config.interval, config.backoff_max)
+                           for c in collectors]
+        for c in self.collectors:
+            self.state.register_collector(c.name)
+        start = clock()
+        self._next_store = start + config.store_interval
+        self._next_analysis = start + min(config.analyze_interval, config.store_interval)
+        self._next_maintenance = start + config.maintenance_interval
+        self.update_progress(start)  # jobs that ran before this agent started
+
+    # -- construction helpers ---------------------------------------------------------------
+    def _kernel_log_collector(self, gpu: GpuCollector | None) -> KernelLogCollector:
+        kconfig = self.config.kernel
+        simulated = self.gpu_backend == "sim"
+        if simulated and kconfig.kernel_log == "auto":
+            path = sim_kmsg_path(self.data_dir, self.node)
+            log.info("simulated GPUs: reading their kernel log %s", path)
+            kconfig = dataclasses.replace(kconfig, kernel_log=str(path))
+        return KernelLogCollector(kconfig, self.node, gpu.identities() if gpu else (),
+                                  simulated=simulated)
+
+    def _gpu_load(self, gpu: int) -> float:
+        """Load of simulated GPU `gpu`: busy while a live local rank with that LOCAL_RANK has
+        shown progress or a heartbeat recently (a few store batches) and its process lives."""
+        window = 2 * self.config.store_interval + 5.0
+        for _, local_gpu, pid in self.state.live_local_ranks(self.clock(), window):
+            if local_gpu == gpu and (pid is None or process_alive(pid)):
+                return BUSY_UTILIZATION
+        return 0.0
+
+    def _local_pids(self) -> dict[int, int]:
+        return {rank: pid for rank, _, pid in
+                self.state.live_local_ranks(self.clock(), self.config.store.heartbeat_timeout_s)
+                if pid is not None}
+
+    # -- the loop -----------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Do whatever is due at `now`."""
+        self.collect(now)
+        if now >= self._next_store:
+            self._next_store = now + self.config.store_interval
+            self.store_batch(now)
+        if now >= self._next_analysis:
+            self._next_analysis = now + self.config.analyze_interval
+            self.analyze(now)
+        if now >= self._next_maintenance:
+            self._next_maintenance = now + self.config.maintenance_interval
+            self.maintain(now)
+
+    def collect(self, now: float, *, force: bool = False) -> None:
+        for c in self.collectors:
+            if not (force or c.due(now)):
+                continue
+            result = c.run(now, self.node)
+            self.state.observe_collect(c.name, result.ok, now)
+            for r in result.records:
+                if isinstance(r, GpuSample):
+                    self.state.observe_gpu_sample(r)
+                elif isinstance(r, GpuEvent):
+                    if not self.dedup.admit(r):
+                        continue  # the other source's report of the same Xid is stored
+                    self.state.observe_xid(r)
+                self._pending.append(r)
+        while len(self._pending) > self.config.max_pending_records:
+            self._pending.popleft()
+            self._dropped_records += 1
+
+    def store_batch(self, now: float) -> None:
+        """Ingest the spools, store the collectors' records, update the jobs' state."""
+        try:
+            report = ingest_partition(self.writer)
+            for err in report.errors:
+                log.error("spool segment %s unreadable (%s); quarantined to %s",
+                          err.path, err.error, err.quarantined_to)
+            if self._pending:
+                records = list(self._pending)
+                self.writer.append_records(records)
+                for _ in records:
+                    self._pending.popleft()
+            if self._dropped_records:
+                log.error("dropped %d collector records while the store could not be written",
+                          self._dropped_records)
+                self._dropped_records = 0
+            self.update_progress(now)
+        except Exception:  # noqa: BLE001 - the agent keeps collecting and retries next batch
+            log.exception("writing the store partition %s failed; records are kept in memory "
+                          "and written at the next batch", self.writer.dir)
+            self.state.set_agent_up(False)
+            return
+        self.state.set_agent_up(True)
+
+    def update_progress(self, now: float) -> None:
+        """Feed the exporter the progress rows of the segments it has not read yet."""
+        files: dict[str, list[Path]] = {}
+        current = set()
+        for s in self.writer.manifest.segments:
+            current.add(s.file)
+            if s.table in PROGRESS_TABLES and s.file not in self._seen_segments:
+                files.setdefault(s.table, []).append(self.writer.segment_path(s))
+        self._seen_segments = current
+        if files:
+            self.state.apply_progress(read_progress(self._read_con, files), now)
+
+    def analyze(self, now: float) -> None:
+        """Incident counts for every known job; goodput and stragglers for running ones."""
+        jobs = self.state.known_jobs()
+        if not jobs:
+            return
+        running = set(self.state.running_jobs(now))
+        try:
+            with open_snapshot(self.data_dir, now=now, config=self.config.store) as snap:
+                counts: dict[str, dict[str, int]] = {}
+                for job_id, category, n in snap.con.execute(
+                        "SELECT job_id, category, count(*) FROM incidents "
+                        "WHERE list_contains($1, job_id) GROUP BY ALL", [jobs]).fetchall():
+                    counts.setdefault(job_id, {})[category] = int(n)
+                for job_id in jobs:
+                    self.state.set_incidents(job_id, counts.get(job_id, {}))
+                for job_id in sorted(running):
+                    try:
+                        result = analyze_job(load_job(snap.con, job_id), AnalyzerConfig(now=now))
+                    except Exception:  # noqa: BLE001 - one job's analysis must not stop others
+                        log.exception("analysing job %s failed; its goodput and straggler "
+                                      "scores are not updated", job_id)
+                        continue
+                    self.state.set_analysis(
+                        job_id, result.goodput.ratio,
+                        {s.rank: s.score for s in result.stragglers if s.node == self.node})
+        except Exception:  # noqa: BLE001
+            log.exception("reading the store for incidents failed; retried at the next analysis")
+
+    def maintain(self, now: float) -> None:
+        try:
+            dropped = apply_retention(self.writer, now)
+            merged = compact(self.writer)
+        except Exception:  # noqa: BLE001
+            log.exception("retention/compaction of %s failed; retried later", self.writer.dir)
+            return
+        # Compaction rewrites rows already read: mark its output as seen.
+        self._seen_segments = {s.file for s in self.writer.manifest.segments}
+        if dropped or merged:
+            log.info("store maintenance: %d segment(s) past retention, %d merged segment(s)",
+                     len(dropped), len(merged))
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until `stop` is set, then do a final collect, ingest and flush."""
+        while not stop.is_set():
+            started = self.clock()
+            self.tick(started)
+            stop.wait(max(0.0, started + self.config.interval - self.clock()))
+        self.flush()
+
+    def flush(self) -> None:
+        """A last sample of every collector, then everything into the store (clean shutdown)."""
+        now = self.clock()
+        self.collect(now, force=True)
+        self.store_batch(now)
+
+    def close(self) -> None:
+        for c in self.collectors:
+            try:
+                c.collector.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing collector %s failed", c.name)
+        self._read_con.close()
+        self.writer.close()

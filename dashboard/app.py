@@ -1,0 +1,390 @@
+"""The Streamlit app `triage dashboard` serves: fleet, job, ranks, GPU health and incident pages.
+
+A page is addressable by URL (`?page=job&job=ID`, `?page=incident&job=ID&incident=0`), so a
+link in an alert or a chat lands on it. The open page re-reads the store every `refresh_s`
+through a fresh snapshot (cached for `cache_ttl_s`); all shaping lives in `queries`, `shaping`
+and `charts`, and everything here only lays those out.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from triage.dashboard import charts, queries, shaping
+from triage.dashboard.config import DashboardConfig
+from triage.dashboard.queries import FleetView, JobView, StoreUnreadable
+
+PAGES: dict[str, str] = {"fleet": "Fleet", "job": "Job", "ranks": "Ranks", "gpu": "GPU health",
+                         "incident": "Incident"}
+#: Streamlit markdown colours of job statuses (headless browsers often lack emoji fonts).
+STATUS_COLORS = {"running": "blue", "completed": "green", "failed": "red", "hung": "red",
+                 "preempted": "orange"}
+
+CFG = DashboardConfig.from_env()
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _fleet(data_dir: str, max_jobs: int) -> FleetView:
+    return queries.read_fleet(data_dir, time.time(), max_jobs)
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _job_ids(data_dir: str) -> list[str]:
+    return queries.list_job_ids(data_dir, time.time())
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _job(data_dir: str, job_id: str) -> JobView:
+    return queries.read_job(data_dir, job_id, time.time())
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _rank_grid(data_dir: str, job_id: str, attempt: int) -> tuple[pd.DataFrame, int]:
+    return queries.read_rank_grid(data_dir, job_id, attempt)
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _bandwidth(data_dir: str, job_id: str, attempt: int) -> pd.DataFrame:
+    return queries.read_bandwidth(data_dir, job_id, attempt)
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _gpu_series(data_dir: str, node: str, t0: float, t1: float) -> pd.DataFrame:
+    return queries.read_gpu_series(data_dir, node, t0, t1)
+
+
+def _when(t: float | None) -> str:
+    if t is None or pd.isna(t):
+        return "-"
+    return datetime.fromtimestamp(float(t), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _go(page: str, **params: object) -> None:
+    """Navigate within the app: the URL changes, so the view stays addressable."""
+    st.query_params.clear()
+    st.query_params.update({"page": page, **{k: str(v) for k, v in params.items()}})
+    st.rerun()
+
+
+def _open_buttons(incidents: pd.DataFrame, key: str) -> None:
+    """One row per incident with a button that opens it: fleet -> incident in one click."""
+    for r in incidents.itertuples():
+        c1, c2 = st.columns([6, 1])
+        root = " · **root cause**" if r.root_cause else ""
+        c1.markdown(f"`{_when(r.time)}` **{r.job_id}** attempt {r.attempt} — "
+                    f"**{r.category}** ({r.layer}){root}: {r.summary[:160]}")
+        if c2.button("Open", key=f"{key}-{r.job_id}-{r.index}"):
+            _go("incident", job=r.job_id, incident=r.index)
+
+
+# -- pages ------------------------------------------------------------------------------------
+
+def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
+    st.header("Fleet")
+    view = _fleet(cfg.data_dir, cfg.max_jobs)
+    if view.empty:
+        msg = (f"No jobs in `{view.data_dir}` yet. Run `triage demo` to train a small job "
+               "(or point `--data-dir` at where your agents write).")
+        if view.pending_spool_nodes:
+            msg += (f" Spools of {', '.join(view.pending_spool_nodes)} wait to be ingested: start "
+                    "`triage agent` on those nodes or run `triage jobs` once.")
+        st.info(msg)
+        return
+    jobs, inc, nodes = view.jobs, view.incidents, view.nodes
+    cols = st.columns(6)
+    cols[0].metric("jobs", len(jobs))
+    cols[1].metric("running", int((jobs["status"] == "running").sum()))
+    cols[2].metric("failed or hung", int(jobs["status"].isin(["failed", "hung"]).sum()))
+    cols[3].metric("open incidents", int(jobs["open_incidents"].fillna(0).sum()))
+    cols[4].metric("nodes (excluded)", f"{len(nodes)} ({int(nodes['excluded'].sum())})")
+    cols[5].metric("GPUs not ok", f"{int((view.gpus['health'] != 'ok').sum())} of {len(view.gpus)}")
+
+    st.subheader("Jobs")
+    table = jobs.assign(
+        last_progress=jobs["last_progress"].map(_when),
+        goodput=jobs["goodput_ratio"],
+        link="?page=job&job=" + jobs["job_id"])
+    st.dataframe(table[["job_id", "status", "attempts", "ranks", "max_step", "goodput",
+                        "open_incidents", "last_progress", "link"]], hide_index=True,
+                 width="stretch", column_config={
+                     "goodput": st.column_config.ProgressColumn(
+                         "goodput", format="percent", min_value=0.0, max_value=1.0),
+                     "max_step": st.column_config.NumberColumn("last step"),
+                     "link": st.column_config.LinkColumn("page", display_text="open job")})
+
+    st.subheader("Incidents")
+    if inc.empty:
+        st.success("No incidents in the analysed jobs.")
+    else:
+        left, right = st.columns([3, 2])
+        left.altair_chart(charts.incidents_over_time(inc), width="stretch")
+        right.altair_chart(charts.incident_counts(inc), width="stretch")
+        st.caption("Newest incidents — open one to see its verdict, evidence and consequences")
+        _open_buttons(inc.sort_values("time", ascending=False, na_position="last").head(10),
+                      "fleet")
+
+    st.subheader("Nodes and GPUs")
+    if nodes.empty:
+        st.info("No node has reported yet.")
+    else:
+        st.dataframe(nodes.assign(
+            excluded=nodes["excluded"].map({True: "EXCLUDED", False: ""}),
+            last_seen=nodes["last_seen"].map(_when)), hide_index=True, width="stretch")
+    if view.gpus.empty:
+        st.info("No GPU samples: start `triage agent` on the nodes (with `--gpu sim` where "
+                "there is no GPU) to see GPU health here.")
+    else:
+        g = view.gpus.assign(last_sample=view.gpus["last_sample"].map(_when))
+        st.dataframe(g, hide_index=True, width="stretch", column_config={
+            "temperature_celsius": st.column_config.NumberColumn("temp (°C)", format="%.0f"),
+            "power_watts": st.column_config.NumberColumn("power (W)", format="%.0f"),
+            "sm_clock_mhz": st.column_config.NumberColumn("SM clock (MHz)", format="%.0f")})
+
+
+def _job_view(cfg: DashboardConfig, job_id: str | None) -> JobView | None:
+    if job_id is None:
+        st.info("No jobs yet: run `triage demo`, then pick a job in the sidebar.")
+        return None
+    try:
+        return _job(cfg.data_dir, job_id)
+    except KeyError:
+        st.warning(f"No job `{job_id}` in `{cfg.data_dir}`; pick one in the sidebar.")
+        return None
+
+
+def job_page(cfg: DashboardConfig, job_id: str | None) -> None:
+    view = _job_view(cfg, job_id)
+    if view is None:
+        return
+    a = view.analysis
+    st.header(f"Job {a.job_id} — :{STATUS_COLORS.get(a.status, 'gray')}[{a.status}]")
+    g = a.goodput
+    cols = st.columns(5)
+    cols[0].metric("attempts", len(a.attempts))
+    cols[1].metric("goodput", "-" if g.ratio is None else f"{g.ratio:.1%}")
+    cols[2].metric("incidents", len(a.incidents))
+    cols[3].metric("last step", "-" if view.steps.empty else int(view.steps["step"].max()))
+    cols[4].metric("wall time", f"{g.total_s:.0f} s")
+
+    markers = shaping.job_markers(view)
+    if view.steps.empty:
+        st.info("This job has recorded no steps yet.")
+    else:
+        st.subheader("Throughput and step time")
+        st.caption("Dashed rules: incidents (red), restarts (orange), checkpoints (green)")
+        st.altair_chart(charts.step_timeline(view.steps, markers, "tokens_per_s",
+                                             "throughput (tokens/s)"), width="stretch")
+        st.altair_chart(charts.step_timeline(view.steps, markers, "step_time_s",
+                                             "step time (s, median over ranks)"), width="stretch")
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Goodput and badput")
+        st.altair_chart(charts.goodput_chart(shaping.goodput_frame(g)), width="stretch")
+        for note in g.notes:
+            st.caption(note)
+        if g.recommended_checkpoint_interval_s is not None:
+            st.caption(f"Recommended checkpoint interval (Young/Daly): "
+                       f"{g.recommended_checkpoint_interval_s:.0f} s")
+    with right:
+        st.subheader("Attempts")
+        st.dataframe(pd.DataFrame([{**s.to_dict(), "start": _when(s.start), "end": _when(s.end)}
+                                   for s in a.attempts]), hide_index=True, width="stretch")
+    if not view.steps.empty:
+        left, right = st.columns(2)
+        left.altair_chart(charts.step_series(view.steps, "loss", "loss"), width="stretch")
+        right.altair_chart(charts.step_series(view.steps, "grad_norm", "gradient norm (L2)"),
+                           width="stretch")
+    st.subheader("Incidents")
+    if not a.incidents:
+        st.success("No incidents: nothing went wrong that the telemetry shows.")
+    else:
+        _open_buttons(queries.incident_table(a), "job")
+
+
+def ranks_page(cfg: DashboardConfig, job_id: str | None) -> None:
+    view = _job_view(cfg, job_id)
+    if view is None:
+        return
+    attempts = [s.attempt for s in view.analysis.attempts]
+    st.header(f"Ranks of job {view.job_id}")
+    if not attempts:
+        st.info("No rank of this job has started yet.")
+        return
+    attempt = st.selectbox("attempt", attempts, index=len(attempts) - 1, key="attempt")
+    grid, bin_steps = _rank_grid(cfg.data_dir, view.job_id, attempt)
+    if grid.empty:
+        st.info(f"Attempt {attempt} recorded no steps.")
+    else:
+        st.caption("A straggler shows as a dark row; a hang as rows that stop early.")
+        st.altair_chart(charts.rank_heatmap(grid, "step_time_s", "step time (s)", bin_steps),
+                        width="stretch")
+        st.altair_chart(charts.rank_heatmap(grid, "collective_wait_s", "collective wait (s)",
+                                            bin_steps), width="stretch")
+    if view.analysis.stragglers:
+        st.subheader("Straggler scores (compute time / median rank)")
+        st.dataframe(pd.DataFrame([s.to_dict() for s in view.analysis.stragglers]),
+                     hide_index=True, width="stretch")
+    st.subheader("Bus bandwidth per collective")
+    bw = _bandwidth(cfg.data_dir, view.job_id, attempt)
+    if bw.empty:
+        st.info("No collective with a measured bus bandwidth in this attempt.")
+    else:
+        st.altair_chart(charts.bandwidth_chart(bw), width="stretch")
+        st.dataframe(bw, hide_index=True, width="stretch")
+
+
+def gpu_page(cfg: DashboardConfig, job_id: str | None) -> None:
+    view = _job_view(cfg, job_id)
+    if view is None:
+        return
+    st.header(f"GPU health — job {view.job_id}")
+    nodes = sorted(str(n) for n in view.data.ranks["node"].dropna().unique())
+    span = view.data.span()
+    if not nodes or span is None:
+        st.info("This job has no ranks on record yet.")
+        return
+    node = st.selectbox("node", nodes, key="gpu_node")
+    gpus = [g for g in view.analysis.gpus if g["node"] == node]
+    if gpus:
+        st.dataframe(pd.DataFrame(gpus), hide_index=True, width="stretch")
+    margin = 60.0
+    series = _gpu_series(cfg.data_dir, node, span[0] - margin, span[1] + margin)
+    if series.empty:
+        st.info(f"No GPU samples from {node} during this job: run `triage agent` on it "
+                "(`--gpu sim` without GPUs) to record temperature, power, clocks and ECC.")
+    else:
+        left, right = st.columns(2)
+        left.altair_chart(charts.gpu_metric(series, "temperature_celsius", "temperature (°C)"),
+                          width="stretch")
+        right.altair_chart(charts.gpu_metric(series, "power_watts", "power (W)"), width="stretch")
+        left, right = st.columns(2)
+        left.altair_chart(charts.gpu_metric(series, "sm_clock_mhz", "SM clock (MHz)"),
+                          width="stretch")
+        right.altair_chart(charts.gpu_metric(series, "memory_clock_mhz", "memory clock (MHz)"),
+                           width="stretch")
+        events = shaping.clock_event_points(series)
+        st.subheader("Clock-event reasons")
+        if events.empty:
+            st.caption("No clock-event reason other than idle was active.")
+        else:
+            st.altair_chart(charts.clock_events_chart(events), width="stretch")
+        left, right = st.columns(2)
+        left.altair_chart(charts.gpu_metric(series, "ecc_uncorrected_volatile",
+                                            "uncorrectable ECC errors (count)"), width="stretch")
+        right.altair_chart(charts.gpu_metric(series, "remapped_rows_uncorrectable",
+                                             "remapped rows, uncorrectable (count)"),
+                           width="stretch")
+    st.subheader("Xids")
+    xids = shaping.xid_points(view.data, node)
+    if xids.empty:
+        st.caption(f"No Xid on {node} during this job.")
+    else:
+        st.altair_chart(charts.xid_chart(xids), width="stretch")
+        st.dataframe(xids.assign(time=xids["time"].map(_when)), hide_index=True, width="stretch")
+
+
+def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
+    view = _job_view(cfg, job_id)
+    if view is None:
+        return
+    incidents = view.analysis.incidents
+    if not incidents:
+        st.header(f"Incidents of job {view.job_id}")
+        st.success("This job has no incidents.")
+        return
+    wanted = st.query_params.get("incident")
+    default = next((i for i, x in enumerate(incidents) if x.root), 0)
+    index = int(wanted) if wanted is not None and wanted.isdigit() and int(wanted) < len(incidents) \
+        else default
+    labels = [f"#{i} attempt {x.attempt}: {x.verdict.category.value}" for i, x in enumerate(incidents)]
+    chosen = st.selectbox("incident", range(len(incidents)), index=index,
+                          format_func=lambda i: labels[i])
+    if chosen != index:
+        _go("incident", job=view.job_id, incident=chosen)
+    d = shaping.incident_detail(view, index)
+    v = d.verdict
+    st.header(f"{v['category']} — job {view.job_id}, attempt {d.attempt}")
+    if d.root_cause:
+        st.markdown("**Root cause** of the attempt")
+    st.markdown(f"> {v['summary']}")
+    st.markdown(f"**category** `{v['category']}` · **layer** `{v['layer']}` · "
+                f"**confidence** {v['confidence']:.2f} · **culprit** {d.culprit} · "
+                f"**first seen** {_when(v['first_seen'])}")
+    st.subheader("Action and result")
+    st.markdown(f"- **recommended**: `{v['action']}`\n- **taken**: {d.action_taken}\n"
+                f"- **result**: {d.result}")
+    st.subheader("Evidence (log lines and metric points)")
+    if d.evidence.empty:
+        st.caption("The verdict carries no evidence items.")
+    else:
+        st.dataframe(d.evidence.assign(time=d.evidence["time"].map(_when)), hide_index=True,
+                     width="stretch", column_config={"text": st.column_config.TextColumn(
+                         "text", width="large")})
+    st.subheader(f"Consequences it explains ({len(d.consequences)})")
+    if d.consequences:
+        st.markdown("\n".join(f"- {c}" for c in d.consequences))
+    else:
+        st.caption("None: no other failure followed from it.")
+
+
+RENDER: dict[str, Callable[[DashboardConfig, str | None], None]] = {
+    "fleet": fleet_page, "job": job_page, "ranks": ranks_page, "gpu": gpu_page,
+    "incident": incident_page,
+}
+
+
+def _sidebar(cfg: DashboardConfig, page: str) -> str | None:
+    """Page and job pickers; they write the URL's query parameters, which decide the view."""
+    st.sidebar.title("Triage")
+    st.session_state["nav_page"] = page
+    st.sidebar.radio("page", list(PAGES), format_func=PAGES.__getitem__, key="nav_page",
+                     on_change=lambda: _set_params(page=st.session_state["nav_page"]))
+    jobs = _job_ids(cfg.data_dir)
+    wanted = st.query_params.get("job")
+    job_id = wanted if wanted is not None else (jobs[0] if jobs else None)
+    if jobs:
+        options = jobs if job_id in jobs else [job_id, *jobs]
+        st.session_state["nav_job"] = job_id
+        st.sidebar.selectbox("job", options, key="nav_job",
+                             on_change=lambda: _set_params(job=st.session_state["nav_job"],
+                                                           incident=None))
+    st.sidebar.caption(f"Data: `{cfg.data_dir}`  \nRefreshes every {cfg.refresh_s:g} s")
+    return job_id
+
+
+def _set_params(**params: object) -> None:
+    for k, v in params.items():
+        if v is None:
+            st.query_params.pop(k, None)
+        else:
+            st.query_params[k] = str(v)
+
+
+def main(cfg: DashboardConfig) -> None:
+    st.set_page_config(page_title="Triage reliability", layout="wide")
+    page = st.query_params.get("page", "fleet")
+    if page not in RENDER:
+        page = "fleet"
+    try:
+        job_id = _sidebar(cfg, page)
+    except StoreUnreadable as exc:
+        st.error(str(exc))
+        return
+
+    @st.fragment(run_every=cfg.refresh_s)
+    def body() -> None:
+        try:
+            RENDER[page](cfg, job_id)
+        except StoreUnreadable as exc:
+            st.error(str(exc))
+        st.caption(f"Read at {_when(time.time())}")
+
+    body()
+
+
+main(CFG)

@@ -1,0 +1,120 @@
+"""Pure reshaping of one job's analysis and telemetry into what its charts and panels show.
+
+No I/O and no Streamlit here, so every rule a page relies on (which markers go on the time
+axis, what counts as the action taken on an incident) is unit-tested without a browser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from triage.analyzers.goodput import Goodput
+from triage.dashboard.queries import HEALTH_REASON_BITS, JobView, clock_event_names, culprit_text
+from triage.store.job_data import JobData
+
+MARKER_COLUMNS = ["time", "kind", "label"]
+
+
+def job_markers(view: JobView) -> pd.DataFrame:
+    """Incidents, restarts and completed checkpoints on one time axis (unix seconds)."""
+    rows = [{"time": i.verdict.first_seen, "kind": "incident",
+             "label": f"{i.verdict.category.value} (attempt {i.attempt})"}
+            for i in view.analysis.incidents if i.verdict.first_seen is not None]
+    rows += [{"time": a.start, "kind": "restart", "label": f"attempt {a.attempt} starts"}
+             for a in view.analysis.attempts if a.attempt > 0 and a.start is not None]
+    ck = view.checkpoints.dropna(subset=["end_time"])
+    if not ck.empty:
+        per_step = ck.groupby(["attempt", "step"], as_index=False)["end_time"].max()
+        rows += [{"time": r.end_time, "kind": "checkpoint", "label": f"checkpoint step {r.step}"}
+                 for r in per_step.itertuples()]
+    return pd.DataFrame(rows, columns=MARKER_COLUMNS).sort_values("time", ignore_index=True)
+
+
+def goodput_frame(goodput: Goodput) -> pd.DataFrame:
+    """Productive time and each non-zero badput bucket, in seconds and as a share of the total."""
+    rows = [{"bucket": "productive", "seconds": goodput.productive_s, "kind": "goodput"}]
+    rows += [{"bucket": name, "seconds": secs, "kind": "badput"}
+             for name, secs in goodput.badput.items() if secs > 0]
+    df = pd.DataFrame(rows, columns=["bucket", "seconds", "kind"])
+    df["share"] = df["seconds"] / goodput.total_s if goodput.total_s > 0 else None
+    return df
+
+
+def clock_event_points(series: pd.DataFrame) -> pd.DataFrame:
+    """One row per (sample, active clock-event reason), idle left out; `health` marks the
+    reasons that hold a GPU back for its health (HW slowdown, thermal, power brake)."""
+    rows = [{"time": r["time"], "gpu": r["gpu"], "reason": name, "health": HEALTH_REASON_BITS[name]}
+            for r in series.to_dict("records")
+            for name in clock_event_names(r.get("clock_event_reasons")) if name != "idle"]
+    return pd.DataFrame(rows, columns=["time", "gpu", "reason", "health"])
+
+
+def xid_points(data: JobData, node: str) -> pd.DataFrame:
+    """The node's Xids and GPU-loss events during the job, from NVML events and the kernel log."""
+    gpu = data.gpu_events[data.gpu_events["node"] == node]
+    kern = data.kernel_events[(data.kernel_events["node"] == node)
+                              & data.kernel_events["kind"].isin(["xid", "gpu_fallen_off_bus"])]
+    frames = [f for f in (
+        pd.DataFrame({"time": gpu["time"], "gpu": gpu["gpu"], "xid": gpu["xid"],
+                      "text": gpu["text"], "source": gpu["source"]}),
+        pd.DataFrame({"time": kern["time"], "gpu": kern["gpu"], "xid": kern["xid"],
+                      "text": kern["message"], "source": "kernel_log"}),
+    ) if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=["time", "gpu", "xid", "text", "source"])
+    out = pd.concat(frames, ignore_index=True)
+    return out.sort_values("time", ignore_index=True)
+
+
+@dataclass
+class IncidentDetail:
+    attempt: int
+    root_cause: bool
+    verdict: dict  # Verdict.to_dict()
+    culprit: str
+    evidence: pd.DataFrame  # time, source, rank, line, text
+    consequences: list[str]
+    action_taken: str
+    result: str
+
+
+def incident_detail(view: JobView, index: int) -> IncidentDetail:
+    """Everything the incident page shows; IndexError when the job has no such incident."""
+    inc = view.analysis.incidents[index]
+    v = inc.verdict.to_dict()
+    evidence = pd.DataFrame(v["evidence"], columns=["time", "source", "rank", "line", "text"])
+    return IncidentDetail(inc.attempt, inc.root, v, culprit_text(v["culprit"]), evidence,
+                          v["consequences"], _action_taken(view, inc.attempt, v),
+                          _result(view, inc.attempt))
+
+
+def _action_taken(view: JobView, attempt: int, verdict: dict) -> str:
+    """What the supervisor recorded for the attempt (the same category first), else that
+    nothing was recorded and what the taxonomy recommends."""
+    sup = view.supervisor_incidents
+    mine = sup[sup["attempt"] == attempt]
+    same = mine[mine["category"] == verdict["category"]]
+    row = (same if not same.empty else mine).tail(1)
+    if row.empty:
+        return f"none recorded by the supervisor (recommended: {verdict['action']})"
+    r = row.iloc[0]
+    where = f" excluding {r['culprit_node']}" if isinstance(r["culprit_node"], str) else ""
+    return f"{r['action']}{where} (supervisor, for {r['category']})"
+
+
+def _result(view: JobView, attempt: int) -> str:
+    """How things went after the incident: the next attempt's status, or the attempt's own
+    outcome when none followed."""
+    later = [a for a in view.analysis.attempts if a.attempt > attempt]
+    if later:
+        nxt = later[0]
+        steps = "" if nxt.first_step is None else f", steps {nxt.first_step}-{nxt.last_step}"
+        return f"attempt {nxt.attempt} {nxt.status}{steps}"
+    mine = [a for a in view.analysis.attempts if a.attempt == attempt]
+    out = view.data.attempt_outcomes
+    reason = out.loc[out["attempt"] == attempt, "reason"].dropna()
+    status = mine[0].status if mine else view.analysis.status
+    why = f" ({reason.iloc[-1]})" if not reason.empty else ""
+    return f"no later attempt; attempt {attempt} {status}{why}"

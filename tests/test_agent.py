@@ -1,0 +1,210 @@
+"""The per-node agent: simulated faults stored and exported, collector isolation and backoff,
+spool ingest into the store, clean shutdown, and its refusals (second agent, port in use)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from triage.agent.config import AgentConfig
+from triage.agent.exporter import StateCollector
+from triage.agent.node_agent import BUSY_UTILIZATION, NodeAgent
+from triage.collectors.gpu_backend import GpuConfig
+from triage.collectors.kernel_log import KernelLogConfig
+from triage.fault_schedule import GpuFault, append_fault
+from triage.store import open_snapshot
+
+sys.path.insert(0, str(Path(__file__).parent))
+from store_spools import write_rank  # noqa: E402
+
+T0 = time.time() - 3600  # simulated time: an hour ago, so every fault is "due" when written
+
+
+def make_agent(tmp_path: Path, **kw) -> NodeAgent:
+    config = AgentConfig(data_dir=str(tmp_path), node="n0", gpu=kw.pop("gpu", "sim"),
+                         gpus=GpuConfig(gpu="none", sim_gpus=2),
+                         kernel=kw.pop("kernel", KernelLogConfig("auto")), **kw)
+    return NodeAgent(config)
+
+
+def metrics(agent: NodeAgent) -> dict[str, list[tuple[dict, float]]]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StateCollector(agent.state))
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def value(m, name: str, **match) -> float | None:
+    found = [v for labels, v in m.get(name, [])
+             if all(labels.get(k) == str(x) for k, x in match.items())]
+    assert len(found) <= 1, (name, match, found)
+    return found[0] if found else None
+
+
+#: kind -> (fault params, time after the fault to look, (metric, labels, check), Xid raised)
+FAULTS = {
+    "xid": ({}, 2, ("triage_gpu_up", {}, lambda v: v == 0.0), 79),
+    "ecc": ({"errors": 3}, 2, ("triage_gpu_ecc_errors_total", {"type": "uncorrected"},
+                               lambda v: v == 3.0), 94),
+    "thermal": ({"ramp_s": 5}, 20, ("triage_gpu_clock_event_active", {"reason": "hw_thermal"},
+                                    lambda v: v == 1.0), None),
+    "pcie": ({"replays_per_s": 10}, 20, ("triage_gpu_pcie_replay_total", {},
+                                         lambda v: v >= 100), None),
+    "nvlink": ({"crc_per_s": 50}, 20, ("triage_gpu_nvlink_errors_total", {"kind": "crc"},
+                                       lambda v: v >= 500), 74),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_simulated_fault_is_stored_and_exported(tmp_path, kind):
+    params, after, (metric, labels, check), xid = FAULTS[kind]
+    agent = make_agent(tmp_path)
+    try:
+        agent.collect(T0)
+        append_fault(tmp_path, GpuFault(time=T0 + 1, node="n0", gpu=1, kind=kind, params=params))
+        for dt in range(2, after + 2):
+            agent.collect(T0 + dt)
+        agent.store_batch(T0 + after + 2)
+        m = metrics(agent)
+    finally:
+        agent.close()
+    assert check(value(m, metric, gpu=1, **labels)), (metric, m.get(metric))
+    healthy = value(m, metric, gpu=0, **labels)
+    assert healthy is not None and not check(healthy)
+    with open_snapshot(tmp_path) as snap:
+        events = snap.sql("SELECT kind, xid, source FROM gpu_events WHERE gpu = 1 AND kind = 'xid'")
+        samples = snap.sql("SELECT count(*) AS n FROM gpu_samples WHERE node = 'n0'")[0]["n"]
+    assert samples == 2 * (after + 1)
+    if xid is None:
+        assert events == []
+        assert value(m, "triage_gpu_xid_errors_total", gpu=1, xid=79) == 0.0
+    else:
+        # Reported by the simulator and again by its kernel-log line: stored and counted once.
+        assert [e["xid"] for e in events] == [xid]
+        assert value(m, "triage_gpu_xid_errors_total", gpu=1, xid=xid) == 1.0
+        assert value(m, "triage_gpu_xid_errors_total", gpu=0, xid=xid) == 0.0
+
+
+class Flaky:
+    """Raises on its first `failures` collects, then returns nothing."""
+
+    name = "flaky"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls: list[float] = []
+
+    def collect(self, now: float) -> list:
+        self.calls.append(now)
+        if len(self.calls) <= self.failures:
+            raise RuntimeError("source broken")
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_raising_collector_is_counted_backed_off_and_isolated(tmp_path):
+    flaky = Flaky(failures=3)
+    config = AgentConfig(data_dir=str(tmp_path), node="n0", gpu="sim", interval=1.0,
+                         backoff_max=4.0, gpus=GpuConfig(gpu="none", sim_gpus=1),
+                         kernel=KernelLogConfig("none"))
+    agent = NodeAgent(config, extra_collectors=[flaky])
+    try:
+        for t in range(12):
+            agent.collect(T0 + t)
+        m = metrics(agent)
+    finally:
+        agent.close()
+    # Backoff 2, 4, then capped at 4 s: tries at 0, 2, 6, then works at 10 and keeps its interval.
+    assert [c - T0 for c in flaky.calls] == [0, 2, 6, 10, 11]
+    assert value(m, "triage_collector_errors_total", collector="flaky") == 3.0
+    assert value(m, "triage_agent_last_scrape_timestamp_seconds", collector="flaky") == T0 + 11
+    assert value(m, "triage_collector_errors_total", collector="sim_gpu") == 0.0
+    assert value(m, "triage_agent_last_scrape_timestamp_seconds", collector="sim_gpu") == T0 + 11
+
+
+def test_ranks_spools_are_ingested_and_their_gpus_busy(tmp_path):
+    now = time.time()
+    write_rank(tmp_path, "n0", "job1", 0, 1, steps=4, t0=now - 5, pid=os.getpid())
+    agent = make_agent(tmp_path, kernel=KernelLogConfig("none"))
+    try:
+        # The spool written before the agent started is ingested at its first batch.
+        agent.store_batch(now)
+        agent.collect(now)
+        m = metrics(agent)
+    finally:
+        agent.close()
+    assert value(m, "triage_job_step", job="job1", rank=1, node="n0") == 3.0
+    assert value(m, "triage_gpu_utilization_ratio", gpu=1) == BUSY_UTILIZATION
+    assert value(m, "triage_gpu_utilization_ratio", gpu=0) == 0.0
+    with open_snapshot(tmp_path) as snap:
+        assert snap.count("steps") == 4
+
+
+# -- the command, as a process ---------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_agent(data_dir: Path, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(data_dir), "--node", "n0",
+         "--gpu", "sim", "--sim-gpus", "2", "--port", str(port), "--kernel-log", "none", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_serving(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("agent did not start serving")
+
+
+@pytest.mark.slow
+def test_sigterm_flushes_spools_and_second_agent_or_busy_port_exit_2(tmp_path):
+    port = free_port()
+    agent = start_agent(tmp_path, port, "--store-interval", "600")
+    try:
+        wait_serving(agent, port)
+        second = start_agent(tmp_path, free_port())
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2, err
+        assert "being written by process" in err and "one agent" in err
+        other_dir = start_agent(tmp_path / "other", port)
+        _, err = other_dir.communicate(timeout=60)
+        assert other_dir.returncode == 2, err
+        assert f"port {port}" in err and "already in use" in err
+        # Written while the agent runs; its next store batch is 10 min away: only the
+        # shutdown flush can store these rows.
+        write_rank(tmp_path, "n0", "job1", 0, 0, steps=3, t0=time.time())
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode == 0, err
+    assert "flushed" in err
+    with open_snapshot(tmp_path) as snap:
+        assert snap.count("steps") == 3
+        assert snap.count("gpu_samples") >= 2

@@ -1,0 +1,274 @@
+"""The dashboard: its data shaping, every page under AppTest, and `triage dashboard`'s checks."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from dashboard_store import JOB, OK_JOB, write_fault_store
+from streamlit.testing.v1 import AppTest
+
+from triage.cli import main
+from triage.commands.dashboard import APP, streamlit_command
+from triage.config import ENV_DATA_DIR, ConfigError
+from triage.dashboard import queries, shaping
+from triage.dashboard.config import DashboardConfig
+from triage.store import ingest_spools
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return write_fault_store(tmp_path_factory.mktemp("store"))
+
+
+@pytest.fixture(scope="module")
+def job_view(store):
+    return queries.read_job(str(store), JOB, time.time())
+
+
+# -- shaping ----------------------------------------------------------------------------------
+
+def test_fleet_lists_jobs_incidents_and_marks_the_excluded_node(store):
+    f = queries.read_fleet(str(store), time.time(), max_jobs=20)
+    assert set(f.jobs["job_id"]) == {JOB, OK_JOB}
+    (inc,) = f.incidents.to_dict("records")
+    assert (inc["job_id"], inc["category"], inc["layer"], inc["root_cause"]) == (
+        JOB, "gpu_fallen_off_bus", "gpu", True)
+    assert inc["culprit"] == "rank 3, node node1, gpu 1"
+    nodes = f.nodes.set_index("node")
+    assert nodes.loc["node1", "excluded"] and not nodes.loc["node0", "excluded"]
+    gpus = f.gpus.set_index(["node", "gpu"])
+    assert gpus.loc[("node1", 1), "health"] == "lost"
+    assert gpus.loc[("node0", 0), "health"] == "ok"  # a power cap is by design, not ill health
+
+
+def test_fleet_analyses_only_the_newest_jobs(store):
+    f = queries.read_fleet(str(store), time.time(), max_jobs=1)
+    analysed = f.jobs.dropna(subset=["goodput_ratio"])
+    assert len(analysed) == 1 and len(f.jobs) == 2
+
+
+def test_job_markers_put_incident_restart_and_checkpoint_on_one_axis(job_view):
+    m = shaping.job_markers(job_view)
+    assert list(m["kind"]) == ["checkpoint", "incident", "restart"]
+    assert m["time"].is_monotonic_increasing
+    assert "gpu_fallen_off_bus" in m.loc[m["kind"] == "incident", "label"].iloc[0]
+
+
+def test_goodput_frame_holds_productive_time_and_each_nonzero_bucket(job_view):
+    g = job_view.analysis.goodput
+    f = shaping.goodput_frame(g)
+    assert f.iloc[0]["bucket"] == "productive" and f.iloc[0]["seconds"] == pytest.approx(g.productive_s)
+    assert set(f["bucket"][1:]) == {k for k, v in g.badput.items() if v > 0}
+    assert f["seconds"].sum() == pytest.approx(g.productive_s + sum(g.badput.values()))
+
+
+def test_incident_detail_says_what_the_supervisor_did_and_how_it_ended(job_view):
+    d = shaping.incident_detail(job_view, 0)
+    assert d.verdict["category"] == "gpu_fallen_off_bus" and d.root_cause
+    assert d.action_taken.startswith("restart_excluding_node excluding node1")
+    assert d.result == "attempt 1 completed, steps 6-15"
+    assert any(c.startswith("collective_timeout") for c in d.consequences)
+    assert not d.evidence.empty and "Xid" in " ".join(d.evidence["text"])
+
+
+def test_incident_without_a_supervisor_record_names_the_recommended_action(job_view):
+    view = queries.JobView(job_view.job_id, job_view.analysis, job_view.data, job_view.steps,
+                           job_view.checkpoints, job_view.supervisor_incidents.iloc[0:0])
+    assert shaping.incident_detail(view, 0).action_taken == (
+        "none recorded by the supervisor (recommended: restart_excluding_node)")
+
+
+def test_open_incidents_close_once_the_job_completes(job_view):
+    assert queries.open_incidents(job_view.analysis) == []
+    failed = job_view.analysis
+    only_first = type(failed)(failed.job_id, "failed", failed.attempts[:1], failed.incidents,
+                              failed.goodput, failed.stragglers, failed.gpus)
+    assert queries.open_incidents(only_first) == [0]
+
+
+def test_rank_grid_bins_steps_to_bound_the_heatmap():
+    assert queries.step_bin(100, 4) == 1
+    assert queries.step_bin(2000, 1024, max_cells=20_000) == 106  # 19 columns of <= 106 steps
+    assert 1024 * -(-2000 // queries.step_bin(2000, 1024)) <= 20_000
+
+
+def test_clock_events_keep_reasons_and_flag_the_health_ones():
+    series = pd.DataFrame({"time": [1.0, 2.0, 3.0], "gpu": [0, 0, 1],
+                           "clock_event_reasons": [0x1, 0x4 | 0x40, None]})
+    pts = shaping.clock_event_points(series)
+    assert list(zip(pts["reason"], pts["health"])) == [("sw power cap", False), ("hw thermal", True)]
+    assert queries.gpu_health_word({"gpu_up": True, "clock_event_reasons": 0x40}) == "throttled"
+    assert queries.gpu_health_word({"gpu_up": True, "clock_event_reasons": 0x4}) == "ok"
+
+
+def test_rank_grid_and_bandwidth_read_the_attempt(store):
+    grid, bins = queries.read_rank_grid(str(store), JOB, 0)
+    assert bins == 1 and set(grid["rank"]) == {0, 1, 2, 3} and grid["step"].max() == 9
+    bw = queries.read_bandwidth(str(store), JOB, 0)
+    assert list(bw["op"]) == ["all_reduce"] and bw["busbw_gb_per_s"].iloc[0] == pytest.approx(41.5)
+
+
+def test_damaged_manifest_is_reported_not_raised(tmp_path):
+    write_fault_store(tmp_path)
+    (tmp_path / "store" / "node0" / "MANIFEST.json").write_text("{not json")
+    with pytest.raises(queries.StoreUnreadable, match="could not read the fleet"):
+        queries.read_fleet(str(tmp_path), time.time(), 20)
+
+
+# -- pages under AppTest ------------------------------------------------------------------------
+
+def _app(data_dir: Path, monkeypatch, **params: str) -> AppTest:
+    monkeypatch.setenv(ENV_DATA_DIR, str(data_dir))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def _text(at: AppTest) -> str:
+    parts = [e.value for kind in ("header", "markdown", "caption", "info", "success", "warning",
+                                  "error") for e in getattr(at, kind)]
+    parts += [str(m.label) + " " + str(m.value) for m in at.metric]
+    return "\n".join(str(p) for p in parts)
+
+
+def _charts(at: AppTest) -> int:
+    return len(at.get("vega_lite_chart"))
+
+
+def test_fleet_page_shows_jobs_incidents_and_nodes(store, monkeypatch):
+    at = _app(store, monkeypatch)
+    assert not at.exception
+    jobs = at.dataframe[0].value
+    assert set(jobs["job_id"]) == {JOB, OK_JOB}
+    text = _text(at)
+    assert "gpu_fallen_off_bus" in text and "root cause" in text
+    assert _charts(at) == 2
+    nodes = at.dataframe[1].value.set_index("node")
+    assert "EXCLUDED" in nodes.loc["node1", "excluded"]
+
+
+def test_fleet_to_incident_in_one_click(store, monkeypatch):
+    at = _app(store, monkeypatch)
+    at.button(key=f"fleet-{JOB}-0").click().run()
+    assert not at.exception
+    assert (at.query_params["page"], at.query_params["job"]) == ("incident", JOB)
+    assert at.header[0].value.startswith("gpu_fallen_off_bus")
+
+
+def test_job_page_has_timelines_goodput_loss_and_incidents(store, monkeypatch):
+    at = _app(store, monkeypatch, page="job", job=JOB)
+    assert not at.exception
+    assert at.header[0].value.startswith(f"Job {JOB}")
+    assert _charts(at) == 5  # throughput, step time, goodput, loss, grad norm
+    text = _text(at)
+    assert "gpu_fallen_off_bus" in text and "goodput" in text
+
+
+def test_ranks_page_has_both_heatmaps_and_bandwidth(store, monkeypatch):
+    at = _app(store, monkeypatch, page="ranks", job=JOB)
+    assert not at.exception
+    assert _charts(at) == 3
+    assert at.selectbox(key="attempt").value == 1  # the newest attempt first
+    at.selectbox(key="attempt").set_value(0).run()
+    assert not at.exception and _charts(at) == 3
+
+
+def test_gpu_page_shows_the_xid_on_the_culprit_node(store, monkeypatch):
+    at = _app(store, monkeypatch, page="gpu", job=JOB)
+    assert not at.exception
+    at.selectbox(key="gpu_node").set_value("node1").run()
+    assert not at.exception
+    xids = at.dataframe[-1].value
+    assert list(xids["xid"]) == [79]
+    assert _charts(at) >= 6
+
+
+def test_incident_page_shows_verdict_evidence_consequences_and_action(store, monkeypatch):
+    at = _app(store, monkeypatch, page="incident", job=JOB, incident="0")
+    assert not at.exception
+    text = _text(at)
+    for expected in ("gpu_fallen_off_bus", "gpu", "rank 3, node node1, gpu 1",
+                     "restart_excluding_node excluding node1", "attempt 1 completed",
+                     "collective_timeout"):
+        assert expected in text, expected
+    assert "Xid" in " ".join(at.dataframe[0].value["text"])
+
+
+def test_unknown_job_is_a_message(store, monkeypatch):
+    at = _app(store, monkeypatch, page="job", job="nope")
+    assert not at.exception
+    assert "No job `nope`" in at.warning[0].value
+
+
+def test_empty_store_says_what_to_run(tmp_path, monkeypatch):
+    for page in ("fleet", "job", "incident"):
+        at = _app(tmp_path, monkeypatch, page=page)
+        assert not at.exception
+        assert "triage demo" in _text(at), page
+
+
+def test_corrupt_store_and_missing_dir_are_messages_not_tracebacks(tmp_path, monkeypatch):
+    write_fault_store(tmp_path)
+    (tmp_path / "store" / "node0" / "MANIFEST.json").write_text("{not json")
+    at = _app(tmp_path, monkeypatch)
+    assert not at.exception and "could not read" in at.error[0].value
+    at = _app(tmp_path / "missing", monkeypatch)
+    assert not at.exception and "does not exist" in at.error[0].value
+
+
+@pytest.mark.slow
+def test_a_real_run_with_an_injected_exception_shows_its_culprit(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    run = subprocess.run(
+        [sys.executable, "-m", "triage.cli", "train", "--nnodes", "2", "--nproc-per-node", "2",
+         "--steps", "6", "--model", "tiny", "--inject", "exception@step=3,rank=1",
+         "--job-id", "real-job", "--data-dir", str(data), "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=240)
+    assert run.returncode != 0, run.stdout[-2000:]  # the injected exception failed the run
+    assert ingest_spools(data).total_rows > 0
+    at = _app(data, monkeypatch)
+    assert not at.exception
+    assert list(at.dataframe[0].value["job_id"]) == ["real-job"]
+    assert "real-job attempt 0 — user_code_error" in _text(at).replace("**", "")
+    at = _app(data, monkeypatch, page="incident", job="real-job")
+    assert not at.exception
+    assert at.header[0].value.startswith("user_code_error")
+    assert "culprit** rank 1, node node0" in _text(at)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+def test_command_runs_streamlit_headless_without_telemetry():
+    cmd = streamlit_command(DashboardConfig(port=8600))
+    flags = dict(zip(cmd[5::2], cmd[6::2]))
+    assert cmd[2:5] == ["streamlit", "run", str(APP)] and APP.is_file()
+    assert flags["--server.headless"] == "true" and flags["--browser.gatherUsageStats"] == "false"
+    assert flags["--server.address"] == "127.0.0.1" and flags["--server.port"] == "8600"
+
+
+def test_missing_data_dir_and_busy_port_exit_2(tmp_path, capsys):
+    assert main(["dashboard", "--data-dir", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["dashboard", "--data-dir", str(tmp_path), "--port", str(port)]) == 2
+    assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ConfigError, match="--port"):
+        DashboardConfig(port=0)
+    with pytest.raises(ConfigError, match="--cache-ttl-s"):
+        DashboardConfig(refresh_s=2, cache_ttl_s=5)
+    env = DashboardConfig(data_dir="/x", refresh_s=7).to_env()
+    back = DashboardConfig.from_env(env)
+    assert (back.data_dir, back.refresh_s) == ("/x", 7.0)

@@ -1,0 +1,55 @@
+"""`triage demo`: the scenario list, bad input, and the default scenario end to end (a GPU
+falls off the bus; Triage names it, leaves the node out and the job finishes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from triage.supervisor.processes import job_processes
+from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS
+
+
+def demo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "triage.cli", "demo", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+
+
+def test_list_shows_every_scenario():
+    proc = demo("--list")
+    assert proc.returncode == 0, proc.stderr
+    for name in SCENARIOS:
+        assert name in proc.stdout
+    for required in ("hang", "straggler", "oom", "nan", "preemption", "disk-full", "network",
+                     "sdc"):
+        assert required in SCENARIOS
+
+
+def test_unknown_scenario_is_bad_usage():
+    proc = demo("--scenario", "meteor")
+    assert proc.returncode == 2 and "gpu-lost" in proc.stderr
+
+
+@pytest.mark.slow
+def test_default_scenario_recovers_without_the_lost_gpus_node(tmp_path):
+    proc = demo("--json", "--data-dir", str(tmp_path), timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["status"] == "completed" and report["excluded_nodes"] == ["node1"]
+    first, second = report["attempts"]
+    assert first["verdict"]["category"] == SCENARIOS[DEFAULT_SCENARIO].category.value
+    assert first["verdict"]["culprit"] == {"rank": 3, "node": "node1", "gpu": 1,
+                                           "uuid": first["verdict"]["culprit"]["uuid"]}
+    assert any("timeout" in c.lower() or "timed out" in c.lower()
+               for c in first["verdict"]["consequences"])
+    assert first["action"] == "restart_excluding_node"
+    assert second["outcome"] == "completed" and second["resumed_from_step"] == 5
+    analysis = report["analysis"]
+    assert [a["nodes"] for a in analysis["attempts"]] == [["node0", "node1"], ["node0"]]
+    assert analysis["attempts"][1]["ranks"] == 2 and analysis["attempts"][1]["last_step"] == 30
+    assert 0 < analysis["goodput"]["ratio"] < 1
+    assert not job_processes(report["job_id"])

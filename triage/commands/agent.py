@@ -1,0 +1,85 @@
+"""Run the per-node agent: sample GPU, host and kernel-log collectors, ingest the local ranks'
+spools into this node's store partition, and serve Prometheus metrics at /metrics.
+
+One agent per node and data directory. SIGTERM or SIGINT stops it cleanly: a last sample of
+every collector, then everything into the store. Exit codes: 0 after a clean stop; 2 for bad
+flags, a partition another process is writing (a second agent), or a port already in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from prometheus_client import CollectorRegistry
+
+from triage.agent.config import AgentConfig
+from triage.agent.exporter import StateCollector
+from triage.agent.metrics_server import MetricsServer
+from triage.agent.node_agent import NodeAgent
+from triage.collectors.gpu_backend import GpuConfig
+from triage.collectors.host import HostConfig
+from triage.collectors.kernel_log import KernelLogConfig
+from triage.config import ConfigError, add_config_args, config_from_args
+from triage.store import PartitionBusy, StoreError
+from triage.store.config import StoreConfig
+
+log = logging.getLogger("triage.agent")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_args(parser, AgentConfig)
+    add_config_args(parser, GpuConfig, skip=("gpu",))
+    add_config_args(parser, KernelLogConfig)
+    add_config_args(parser, HostConfig)
+    add_config_args(parser, StoreConfig)
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                        help="log verbosity on stderr (default: %(default)s)")
+
+
+def config_from(args: argparse.Namespace) -> AgentConfig:
+    return config_from_args(
+        AgentConfig, args,
+        gpus=config_from_args(GpuConfig, args, gpu="none"),  # the backend comes from --gpu
+        kernel=config_from_args(KernelLogConfig, args),
+        host=config_from_args(HostConfig, args),
+        store=config_from_args(StoreConfig, args))
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = config_from(args)
+    try:
+        agent = NodeAgent(config)
+    except PartitionBusy as exc:
+        raise ConfigError(f"{exc}. Only one agent may run per node and data directory.") from None
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(StateCollector(agent.state))
+        server = MetricsServer(registry, config.bind, config.port)
+    except BaseException:
+        agent.close()
+        raise
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s; final collect and flush", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("agent for node %s: data %s, GPUs %s, %d collector(s), serving %s",
+             agent.node, agent.data_dir, agent.gpu_backend, len(agent.collectors), server.url)
+    try:
+        agent.run(stop)
+    finally:
+        server.close()
+        agent.close()
+    log.info("agent stopped; store partition %s flushed", agent.writer.dir)
+    return 0

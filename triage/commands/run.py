@@ -1,0 +1,77 @@
+"""Run a training command under the Triage supervisor: automatic checkpoint-restart with node
+exclusion.
+
+    triage run [flags] -- triage train --nnodes 2 --nproc-per-node 2 --steps 50
+
+Every attempt gets TRIAGE_JOB_ID, TRIAGE_ATTEMPT (0, 1, ...) and TRIAGE_DATA_DIR. A rank's exit
+is noticed within 2 s, a hang (no step progress) within --hang-timeout; the job is then stopped
+(SIGTERM, SIGKILL after --grace), the analyzers' verdict is recorded as an incident in the store,
+and the taxonomy's action is taken: restart from the newest checkpoint, restart without the
+culprit's node (TRIAGE_EXCLUDE_NODES), roll back before the bad step and skip its batch
+(TRIAGE_RESUME_BEFORE_STEP, TRIAGE_SKIP_STEPS), requeue after a preemption, or fail fast. It
+gives up after --max-restarts, or when the same failure repeats without progress.
+
+Exit status: 0 the job completed; 1 it failed or the supervisor gave up; 2 bad usage;
+130 interrupted (Ctrl-C or SIGTERM: the job and its agents are stopped first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from triage.config import ConfigError, add_config_args, config_from_args
+from triage.supervisor.config import SupervisorConfig
+from triage.supervisor.supervisor import JobReport, LiveState, Supervisor, culprit_text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_args(parser, SupervisorConfig)
+    parser.add_argument("--json", action="store_true", help="print the final report as JSON")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                        help="the training command (after --)")
+
+
+def print_state(state: LiveState) -> None:
+    p = state.progress
+    step = "-" if p.last_step is None else str(p.last_step)
+    print(f"triage run: attempt {state.attempt} step {step}: {state.state}", file=sys.stderr,
+          flush=True)
+
+
+def print_report(report: JobReport) -> None:
+    print(f"job {report.job_id}: {report.status} ({report.reason})")
+    for a in report.attempts:
+        v = a.verdict or {}
+        culprit = culprit_text(v.get("culprit"))
+        print(f"  attempt {a.attempt}: {a.outcome} via {a.detection}, steps "
+              f"{a.resumed_from_step if a.resumed_from_step is not None else 0}.."
+              f"{a.last_step if a.last_step is not None else '-'}"
+              + (f"; {v['category']}" + (f" ({culprit})" if culprit else "") if v else "")
+              + (f" -> {a.action}" if a.action else ""))
+    if report.excluded_nodes:
+        print(f"  excluded nodes: {', '.join(report.excluded_nodes)}")
+    goodput = (report.analysis or {}).get("goodput") or {}
+    if goodput.get("ratio") is not None:
+        print(f"  goodput: {goodput['ratio']:.1%} of {goodput['total_s']:.0f} s")
+    for a in report.attempts:
+        if a.orphans:
+            print(f"  WARNING: processes of attempt {a.attempt} outlived it: {a.orphans}")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.cmd)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise ConfigError("give the training command after --, e.g. "
+                          "`triage run -- triage train --nnodes 2 --nproc-per-node 2`")
+    cfg = config_from_args(SupervisorConfig, args)
+    supervisor = Supervisor(cfg, command, on_update=None if args.json else print_state)
+    report = supervisor.run()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1, default=str))
+    else:
+        print_report(report)
+    return 0 if report.status == "completed" else 1

@@ -1,0 +1,69 @@
+"""`SupervisorConfig`: the knobs of `triage run`; its flags come from it."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from triage.config import ENV_JOB_ID, ConfigError
+
+AGENT_GPUS = ("sim", "nvml", "auto", "none")
+
+
+@dataclass
+class SupervisorConfig:
+    job_id: str | None = field(default=None, metadata={
+        "help": "job id of every attempt (default: env TRIAGE_JOB_ID, else run-<time>)"})
+    max_restarts: int = field(default=3, metadata={
+        "help": "give up after this many restarts (requeues after preemption count too)"})
+    hang_timeout: float | None = field(default=None, metadata={
+        "help": "seconds without step progress that count as a hang (default: the analyzers' "
+                "max(30 s, 10 x the median step time))", "metavar": "S"})
+    backoff: float = field(default=2.0, metadata={
+        "help": "seconds to wait before a restart", "metavar": "S"})
+    grace: float = field(default=10.0, metadata={
+        "help": "seconds the job gets to exit after SIGTERM before SIGKILL", "metavar": "S"})
+    startup_timeout: float = field(default=300.0, metadata={
+        "help": "seconds an attempt may take to its first stored step before it counts as hung",
+        "metavar": "S"})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "site data directory (default: env TRIAGE_DATA_DIR, else ./triage-data)"})
+    agents: str = field(default="auto", metadata={
+        "help": "node agents to start: `auto` (one per simulated node of a local "
+                "`triage train --nnodes N`, none otherwise), `none` (the cluster runs its own; "
+                "without any agent the supervisor ingests the spools itself), or node names "
+                "NODE,NODE", "metavar": "auto|none|NODES"})
+    agent_gpu: str = field(default="sim", metadata={
+        "help": "--gpu of the agents started", "choices": AGENT_GPUS})
+    sim_gpus: int = field(default=2, metadata={"help": "simulated GPUs per agent (--gpu sim)"})
+    agent_interval: float = field(default=1.0, metadata={
+        "help": "sampling and ingest interval of the agents started", "metavar": "S"})
+
+    def __post_init__(self) -> None:
+        if self.max_restarts < 0:
+            raise ConfigError(f"--max-restarts must be >= 0, got {self.max_restarts}")
+        for flag, value in {"--backoff": self.backoff, "--grace": self.grace}.items():
+            if value < 0:
+                raise ConfigError(f"{flag} must be >= 0, got {value}")
+        for flag, value in {"--hang-timeout": self.hang_timeout,
+                            "--startup-timeout": self.startup_timeout,
+                            "--agent-interval": self.agent_interval}.items():
+            if value is not None and value <= 0:
+                raise ConfigError(f"{flag} must be > 0, got {value}")
+        if self.sim_gpus < 1:
+            raise ConfigError(f"--sim-gpus must be >= 1, got {self.sim_gpus}")
+        if self.agent_gpu not in AGENT_GPUS:
+            raise ConfigError(f"--agent-gpu {self.agent_gpu!r}: choose one of "
+                              f"{', '.join(AGENT_GPUS)}")
+        if not self.agents.strip():
+            raise ConfigError("--agents: say auto, none, or node names NODE,NODE")
+        self.job_id = self.job_id or os.environ.get(ENV_JOB_ID) or time.strftime(
+            "run-%Y%m%d-%H%M%S")
+
+    def agent_nodes(self, simulated: list[str]) -> list[str]:
+        if self.agents == "auto":
+            return simulated
+        if self.agents == "none":
+            return []
+        return [n.strip() for n in self.agents.split(",") if n.strip()]

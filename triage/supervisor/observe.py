@@ -1,0 +1,114 @@
+"""What the supervisor reads from the store: an attempt's step progress while it runs, the
+analyzers' verdict once it ended, and the incident and outcome it records about it.
+
+The store is the one source: the ranks' spools (ingested by the node agents, or by the
+supervisor itself where no agent runs) and the agents' GPU and kernel-log records. The
+supervisor writes its own partition (node `supervisor`), so it never contends with an agent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.job_analysis import JobAnalysis, analyze_job
+from triage.store import StoreWriter, ingest_spools, open_snapshot
+from triage.store.job_data import load_job
+from triage.store.layout import spool_nodes
+from triage.verdict import Verdict
+
+#: The supervisor's store partition.
+SUPERVISOR_NODE = "supervisor"
+#: Throughput is measured over the steps that ended in this many recent seconds.
+_RATE_WINDOW_S = 10.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """An attempt's progress as the store has it; None where no step is stored yet."""
+
+    first_step: int | None = None
+    last_step: int | None = None
+    last_progress: float | None = None  # end time of the newest step
+    first_step_end: float | None = None
+    step_p50_s: float | None = None
+    tokens_per_s: float | None = None
+    failed_step: int | None = None  # the first step with a non-finite loss, if any
+
+
+_PROGRESS_SQL = """
+WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad
+           FROM steps WHERE job_id = $job AND attempt = $attempt),
+     e AS (SELECT min(step) AS step FROM events
+           WHERE job_id = $job AND attempt = $attempt AND kind = 'nonfinite')
+SELECT min(step), max(step) FILTER (WHERE NOT bad), max(end_time), min(end_time),
+       median(end_time - start_time) FILTER (WHERE NOT bad),
+       sum(tokens) FILTER (WHERE end_time > $now - $win),
+       least(min(step) FILTER (WHERE bad), (SELECT step FROM e))
+FROM s
+"""
+
+
+def ingest_pending(data_dir: Path, agent_nodes: Collection[str] = ()) -> None:
+    """Move the ranks' spools into the store for the nodes without a live agent of ours (one
+    that is starting must not find its partition taken); partitions another process holds
+    are skipped."""
+    for node in spool_nodes(data_dir):
+        if node not in agent_nodes:
+            ingest_spools(data_dir, node)
+
+
+def read_progress(data_dir: Path, job_id: str, attempt: int) -> Progress:
+    now = time.time()
+    with open_snapshot(data_dir, now=now) as snap:
+        row = snap.con.execute(_PROGRESS_SQL, {"job": job_id, "attempt": attempt, "now": now,
+                                               "win": _RATE_WINDOW_S}).fetchone()
+    first_step, last_step, last_end, first_end, p50, recent_tokens, bad = row
+    return Progress(
+        None if first_step is None else int(first_step),
+        None if last_step is None else int(last_step), last_end, first_end, p50,
+        None if recent_tokens is None else float(recent_tokens) / _RATE_WINDOW_S,
+        None if bad is None else int(bad))
+
+
+def analyze(data_dir: Path, job_id: str, cfg: AnalyzerConfig | None = None) -> JobAnalysis | None:
+    """The analyzers over the job as the store has it now; None when the store knows no rank
+    or event of it (a command without the hooks, or one that died before its first flush)."""
+    with open_snapshot(data_dir) as snap:
+        try:
+            job = load_job(snap.con, job_id)
+        except KeyError:
+            return None
+    return analyze_job(job, cfg or AnalyzerConfig())
+
+
+def root_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | None:
+    if analysis is None:
+        return None
+    return next((i.verdict for i in analysis.incidents if i.attempt == attempt and i.root), None)
+
+
+def record_attempt(data_dir: Path, job_id: str, attempt: int, *, status: str,
+                   exit_code: int | None, reason: str, verdict: Verdict | None,
+                   action: str | None) -> None:
+    """The attempt's outcome, and its root cause with the action taken, in the store."""
+    now = time.time()
+    with StoreWriter(data_dir, SUPERVISOR_NODE) as writer:
+        if verdict is not None:
+            d = verdict.to_dict()
+            d["action"] = action or d["action"]
+            c = verdict.culprit
+            writer.append_rows("incidents", [{
+                "job_id": job_id, "attempt": attempt, "time": now,
+                "category": d["category"], "layer": d["layer"], "action": d["action"],
+                "confidence": verdict.confidence, "summary": verdict.summary,
+                "culprit_rank": c.rank, "culprit_node": c.node, "culprit_gpu": c.gpu,
+                "culprit_uuid": c.uuid, "first_seen": verdict.first_seen,
+                "verdict": json.dumps(d)}])
+        writer.append_rows("attempt_outcomes", [{
+            "job_id": job_id, "attempt": attempt, "time": now, "status": status,
+            "exit_code": exit_code, "reason": reason}])

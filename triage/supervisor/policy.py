@@ -1,0 +1,134 @@
+"""The restart policy: a pure function of the attempts so far, so every rule is unit-testable
+without a process in sight ("detect is not act": the analyzers name the failure, this decides).
+
+Rules, in order: a completed attempt ends the job; the taxonomy's default action applies, its
+`escalation` when the same category comes back on the next attempt, and a collective timeout
+with a known culprit node restarts without that node; `fail_fast` stops; the same failure
+(category and culprit) twice in a row without step progress is a restart loop and stops; so
+does running out of `max_restarts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from triage.taxonomy import TAXONOMY, Action, Category
+
+#: How an attempt ended, as the supervisor saw it.
+OUTCOMES = ("completed", "failed", "hung", "preempted")
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What the policy needs to know about one ended attempt.
+
+    `last_step`: the highest global step any rank completed (None: none); `failed_step` the
+    step the failure hit (for a rollback: the batch to skip).
+    """
+
+    attempt: int
+    outcome: str
+    category: Category | None = None
+    culprit_node: str | None = None
+    culprit_rank: int | None = None
+    last_step: int | None = None
+    failed_step: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r}: expected one of {', '.join(OUTCOMES)}")
+
+    def same_failure(self, other: "AttemptResult") -> bool:
+        """Same category and the same culprit: the same node where both name one (which of a
+        node's ranks raised first varies from run to run), else the same rank, else none."""
+        if self.category != other.category:
+            return False
+        if self.culprit_node is not None and other.culprit_node is not None:
+            return self.culprit_node == other.culprit_node
+        return self.culprit_rank == other.culprit_rank
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where the job stands before an attempt: nodes left out, rollback and skipped steps."""
+
+    excluded_nodes: tuple[str, ...] = ()
+    resume_before_step: int | None = None
+    skip_steps: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """`restart` False ends the job with `final_status` (completed, failed, gave_up)."""
+
+    action: Action | None
+    restart: bool
+    reason: str
+    plan: Plan = field(default_factory=Plan)
+    backoff_s: float = 0.0
+    final_status: str | None = None
+
+
+def _action_for(last: AttemptResult, previous: AttemptResult | None) -> tuple[Action, str]:
+    category = last.category or Category.UNKNOWN
+    spec = TAXONOMY[category]
+    if last.outcome == "preempted" and last.category is None:
+        return Action.CHECKPOINT_AND_REQUEUE, "the job was stopped on purpose (exit 143)"
+    if (spec.escalation is not None and previous is not None
+            and previous.category is category):
+        return spec.escalation, (f"{category.value} came back on the next attempt: escalating "
+                                 f"from {spec.action.value} to {spec.escalation.value}")
+    if spec.exclude_culprit_if_found and last.culprit_node is not None:
+        return Action.RESTART_EXCLUDING_NODE, (f"{category.value} with a culprit on "
+                                               f"{last.culprit_node}")
+    if spec.action is Action.ALERT:
+        return Action.RESTART, (f"{category.value} calls for a human, but the attempt ended: "
+                                "restarting it as it was")
+    return spec.action, f"{category.value}: the taxonomy's action"
+
+
+def decide(history: Sequence[AttemptResult], *, nodes: Sequence[str], plan: Plan,
+           max_restarts: int, backoff_s: float) -> Decision:
+    """What to do after `history[-1]` ended; `plan` is what that attempt ran with and `nodes`
+    every node of the job (excluded ones included)."""
+    last = history[-1]
+    previous = history[-2] if len(history) > 1 else None
+    if last.outcome == "completed":
+        return Decision(None, False, "the job completed", plan, final_status="completed")
+    action, why = _action_for(last, previous)
+    if action is Action.FAIL_FAST:
+        return Decision(action, False, f"{why}: restarting would repeat it", plan,
+                        final_status="failed")
+    if (previous is not None and last.category is not Category.PREEMPTION
+            and last.outcome != "preempted" and last.same_failure(previous)
+            and (last.last_step or 0) <= (previous.last_step or 0)):
+        return Decision(action, False, f"restart loop: {(last.category or Category.UNKNOWN).value}"
+                        f" hit the same culprit on attempts {previous.attempt} and {last.attempt} "
+                        f"without progress past step {previous.last_step or 0}", plan,
+                        final_status="gave_up")
+    restarts_used = len(history) - 1
+    if restarts_used >= max_restarts:
+        return Decision(action, False, f"{why}; but --max-restarts {max_restarts} is used up",
+                        plan, final_status="gave_up")
+    # Every plan field carries over: a node left out stays out, a skipped batch stays skipped.
+    new = Plan(plan.excluded_nodes, None, plan.skip_steps)
+    if action is Action.RESTART_EXCLUDING_NODE:
+        node = last.culprit_node
+        remaining = [n for n in nodes if n not in plan.excluded_nodes]
+        if node is None or node not in remaining:
+            action, why = Action.RESTART, f"{why}; no culprit node to leave out, restarting all"
+        elif remaining == [node]:  # a second failure there is a restart loop, and stops
+            action, why = Action.RESTART, f"{why}; {node} is the last node left, restarting on it"
+        else:
+            new = Plan(plan.excluded_nodes + (node,), None, plan.skip_steps)
+            why = f"{why}: leaving {node} out"
+    elif action is Action.ROLLBACK:
+        if last.failed_step is None:
+            action, why = Action.RESTART, f"{why}; the failing step is unknown, restarting"
+        else:
+            step = last.failed_step
+            new = Plan(plan.excluded_nodes, step, tuple(sorted({*plan.skip_steps, step})))
+            why = (f"{why}: resuming from the newest checkpoint before step {step} and skipping "
+                   f"that step's batch")
+    return Decision(action, True, why, new, backoff_s=backoff_s)

@@ -1,0 +1,377 @@
+"""One supervised job: attempts launched, watched, stopped, diagnosed and acted on.
+
+Detection, per attempt: the launcher's exit; a rank's exit while other ranks still run (within
+`RANK_EXIT_GRACE_S`, long before the survivors' collectives time out); no step progress for the
+hang threshold. Then the attempt is stopped for good (SIGTERM, SIGKILL after `--grace`, and a
+check that none of its processes is left), its telemetry drained into the store, the analyzers'
+verdict recorded as an incident, and `policy.decide` picks the next move.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
+                           ENV_RESUME_BEFORE_STEP, ENV_SKIP_STEPS, data_dir_from_env)
+from triage.store.layout import spool_node_dir, spool_nodes
+from triage.supervisor.agents import Agents, simulated_nodes
+from triage.supervisor.config import SupervisorConfig
+from triage.supervisor.observe import (Progress, analyze, ingest_pending, read_progress,
+                                       record_attempt, root_verdict)
+from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
+from triage.supervisor.processes import job_processes, rank_processes, stop_job
+from triage.taxonomy import Category
+from triage.trainer_hooks.spool_schema import parse_segment_name
+from triage.verdict import Verdict
+
+#: A rank that exited while others still run is a failure once this much time has passed
+#: without the launcher ending the job itself (ranks of a completed job exit together).
+RANK_EXIT_GRACE_S = 2.0
+_POLL_S = 0.25
+_PROBE_S = 2.0
+#: How long to wait for the agents to ingest a stopped attempt's last spool segments.
+_DRAIN_S = 15.0
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM to the supervisor: stop the job and the agents, then exit 130."""
+
+
+@dataclass
+class AttemptReport:
+    attempt: int
+    started: float
+    plan: dict[str, Any]
+    ended: float | None = None
+    outcome: str | None = None  # completed, failed, hung, preempted
+    exit_code: int | None = None
+    detection: str | None = None  # launcher_exit, rank_exit, hang, interrupted
+    detected_at: float | None = None
+    diagnosed_at: float | None = None
+    resumed_from_step: int | None = None
+    last_step: int | None = None
+    last_progress: float | None = None
+    first_step_end: float | None = None
+    exited_first: list[int] = field(default_factory=list)  # ranks whose exit was noticed first
+    first_exit_at: float | None = None  # when a rank was first seen gone
+    killed_pids: list[int] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None
+    action: str | None = None
+    reason: str | None = None
+
+    @property
+    def fault_at(self) -> float | None:
+        """When the fault struck, as well as the record tells: where a rank's exit was what the
+        supervisor detected, that exit (seen within one poll); else the verdict's first
+        evidence; never before the last completed step (the fault followed it), which stands
+        in where nothing else is known."""
+        if self.detection == "rank_exit" and self.first_exit_at is not None:
+            return self.first_exit_at
+        first_seen = (self.verdict or {}).get("first_seen")
+        if self.last_progress is None:
+            return first_seen
+        return max(self.last_progress, first_seen if first_seen is not None
+                   else self.last_progress)
+
+    @property
+    def detect_s(self) -> float | None:
+        """From the fault to its detection by the supervisor."""
+        if self.detected_at is None or self.fault_at is None:
+            return None
+        return self.detected_at - self.fault_at
+
+
+@dataclass
+class JobReport:
+    job_id: str
+    data_dir: str
+    command: list[str]
+    status: str = "running"  # completed, failed, gave_up, interrupted
+    reason: str = ""
+    attempts: list[AttemptReport] = field(default_factory=list)
+    excluded_nodes: list[str] = field(default_factory=list)
+    analysis: dict[str, Any] | None = None
+
+    def recoveries(self) -> list[dict[str, Any]]:
+        """Per restart: detection time, recovery time (the fault to the end of the next
+        attempt's first step) and steps lost."""
+        out = []
+        for failed, nxt in zip(self.attempts, self.attempts[1:]):
+            if failed.fault_at is None or nxt.first_step_end is None:
+                continue
+            resumed = nxt.resumed_from_step
+            out.append({
+                "attempt": failed.attempt,
+                "category": (failed.verdict or {}).get("category"),
+                "action": failed.action, "detection": failed.detection,
+                "detect_s": round(failed.detect_s or 0.0, 3),
+                "recover_s": round(nxt.first_step_end - failed.fault_at, 3),
+                # where the recovery time went: stopping, diagnosing, backoff, then the new
+                # attempt's start-up (processes, rendezvous, checkpoint load, first step)
+                "breakdown_s": {
+                    "stop": _span(failed.detected_at, failed.ended),
+                    "diagnose": _span(failed.ended, failed.diagnosed_at),
+                    "backoff": _span(failed.diagnosed_at, nxt.started),
+                    "start_to_first_step": _span(nxt.started, nxt.first_step_end)},
+                "steps_lost": (None if resumed is None or failed.last_step is None
+                               else failed.last_step - resumed)})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "data_dir": self.data_dir, "command": self.command,
+                "status": self.status, "reason": self.reason,
+                "excluded_nodes": self.excluded_nodes,
+                "attempts": [{**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s}
+                             for a in self.attempts],
+                "recoveries": self.recoveries(), "analysis": self.analysis}
+
+
+def culprit_text(culprit: dict[str, Any] | None) -> str:
+    """`rank 3, node node1, gpu 1` from a verdict's culprit dict ("" when it names nobody)."""
+    return ", ".join(f"{k} {v}" for k, v in (culprit or {}).items()
+                     if v is not None and k != "uuid")
+
+
+def _span(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(b - a, 3)
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """What a progress display shows while the job runs."""
+
+    attempt: int
+    state: str
+    progress: Progress
+    excluded_nodes: tuple[str, ...]
+    incidents: tuple[str, ...]
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+class Supervisor:
+    def __init__(self, cfg: SupervisorConfig, command: Sequence[str], *,
+                 on_update: Callable[[LiveState], None] | None = None) -> None:
+        self.cfg = cfg
+        self.command = list(command)
+        self.data_dir = data_dir_from_env(cfg.data_dir)
+        self.job_id = str(cfg.job_id)
+        self.on_update = on_update or (lambda state: None)
+        self.nodes = simulated_nodes(self.command)
+        self.agent_nodes = cfg.agent_nodes(self.nodes)
+        self.report = JobReport(self.job_id, str(self.data_dir), self.command)
+        self._incidents: list[str] = []
+
+    # -- the job ----------------------------------------------------------------------------
+    def run(self) -> JobReport:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+        agents = Agents(self.agent_nodes, self.data_dir, gpu=self.cfg.agent_gpu,
+                        sim_gpus=self.cfg.sim_gpus, interval_s=self.cfg.agent_interval)
+        try:
+            self._attempts(agents)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            self.report.status = "interrupted"
+            self.report.reason = f"stopped by {exc or 'Ctrl-C'}"
+            raise
+        finally:
+            agents.stop()
+            signal.signal(signal.SIGTERM, previous)
+            ingest_pending(self.data_dir)
+            final = analyze(self.data_dir, self.job_id, self._analyzer_config())
+            self.report.analysis = None if final is None else final.to_dict()
+        return self.report
+
+    def _attempts(self, agents: Agents) -> None:
+        history: list[AttemptResult] = []
+        plan = Plan()
+        attempt = 0
+        while True:
+            result, report, verdict = self._attempt(attempt, plan, agents)
+            history.append(result)
+            nodes = self.nodes or self._job_nodes()
+            decision = decide(history, nodes=nodes, plan=plan,
+                              max_restarts=self.cfg.max_restarts, backoff_s=self.cfg.backoff)
+            self._act(report, decision, verdict)
+            if not decision.restart:
+                self.report.status = decision.final_status or "failed"
+                self.report.reason = decision.reason
+                return
+            plan = decision.plan
+            self.report.excluded_nodes = list(plan.excluded_nodes)
+            self._show(attempt, f"restarting in {decision.backoff_s:.0f} s: {decision.reason}")
+            time.sleep(decision.backoff_s)
+            attempt += 1
+
+    def _act(self, report: AttemptReport, decision: Decision, verdict: Verdict | None) -> None:
+        report.action = None if decision.action is None else decision.action.value
+        report.reason = decision.reason
+        record_attempt(self.data_dir, self.job_id, report.attempt,
+                       status=_STORE_STATUS[report.outcome or "failed"],
+                       exit_code=report.exit_code, reason=decision.reason,
+                       verdict=verdict, action=report.action)
+        if report.verdict is not None:
+            where = culprit_text(report.verdict["culprit"])
+            self._incidents.append(f"attempt {report.attempt}: {report.verdict['category']}"
+                                   f"{f' ({where})' if where else ''} -> {report.action}")
+
+    # -- one attempt ------------------------------------------------------------------------
+    def _env(self, attempt: int, plan: Plan) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({ENV_JOB_ID: self.job_id, ENV_ATTEMPT: str(attempt),
+                    ENV_DATA_DIR: str(self.data_dir)})
+        for key, value in ((ENV_EXCLUDE_NODES, ",".join(plan.excluded_nodes)),
+                           (ENV_RESUME_BEFORE_STEP, "" if plan.resume_before_step is None
+                            else str(plan.resume_before_step)),
+                           (ENV_SKIP_STEPS, ",".join(map(str, plan.skip_steps)))):
+            if value:
+                env[key] = value
+            else:
+                env.pop(key, None)
+        return env
+
+    def _attempt(self, attempt: int, plan: Plan, agents: Agents
+                 ) -> tuple[AttemptResult, AttemptReport, Verdict | None]:
+        report = AttemptReport(attempt, time.time(), {
+            "excluded_nodes": list(plan.excluded_nodes),
+            "resume_before_step": plan.resume_before_step, "skip_steps": list(plan.skip_steps)})
+        self.report.attempts.append(report)
+        launcher = subprocess.Popen(self.command, env=self._env(attempt, plan),
+                                    start_new_session=True)
+        try:
+            outcome, detection, progress = self._watch(launcher, attempt, report, agents)
+        except BaseException:
+            report.killed_pids = stop_job(launcher, self.job_id, attempt, self.cfg.grace)
+            report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
+            record_attempt(self.data_dir, self.job_id, attempt, status="failed",
+                           exit_code=launcher.returncode, reason="interrupted", verdict=None,
+                           action=None)
+            raise
+        report.detected_at = time.time()
+        if launcher.poll() is None or job_processes(self.job_id, attempt):
+            self._show(attempt, f"{detection}: stopping the job", progress)
+            report.killed_pids = stop_job(launcher, self.job_id, attempt, self.cfg.grace)
+        report.exit_code = launcher.returncode
+        report.ended = time.time()
+        report.orphans = [f"{p.pid} {p.cmdline[:120]}" for p in job_processes(self.job_id)]
+        report.outcome, report.detection = outcome, detection
+        self._show(attempt, "diagnosing", progress)
+        self._drain(attempt, agents)
+        progress = read_progress(self.data_dir, self.job_id, attempt)
+        report.last_step, report.last_progress = progress.last_step, progress.last_progress
+        report.first_step_end = progress.first_step_end
+        report.resumed_from_step = (None if progress.first_step is None
+                                    else progress.first_step - 1)
+        verdict = None
+        if outcome != "completed":
+            analysis = analyze(self.data_dir, self.job_id, self._analyzer_config())
+            verdict = root_verdict(analysis, attempt)
+            if (verdict is not None and verdict.category is Category.PREEMPTION
+                    and outcome != "preempted"):
+                verdict = None  # the SIGTERM was ours, sent to stop the failed attempt
+            if verdict is None and outcome == "hung":
+                verdict = Verdict(Category.COLLECTIVE_TIMEOUT, 0.5,
+                                  f"no step progress for longer than the hang threshold "
+                                  f"(last step {progress.last_step}) while ranks still ran",
+                                  first_seen=progress.last_progress)
+        report.verdict = None if verdict is None else verdict.to_dict()
+        report.diagnosed_at = time.time()
+        c = None if verdict is None else verdict.culprit
+        return AttemptResult(
+            attempt, outcome, None if verdict is None else verdict.category,
+            None if c is None else c.node, None if c is None else c.rank,
+            progress.last_step, progress.failed_step if progress.failed_step is not None
+            else (progress.last_step or 0) + 1), report, verdict
+
+    def _watch(self, launcher: subprocess.Popen, attempt: int, report: AttemptReport,
+               agents: Agents) -> tuple[str, str, Progress]:
+        started = report.started
+        seen: set[int] = set()
+        first_gone: float | None = None
+        next_probe = 0.0
+        progress = Progress()
+        while True:
+            rc = launcher.poll()
+            now = time.time()
+            if rc is not None:
+                return ({0: "completed", 143: "preempted"}.get(rc, "failed"), "launcher_exit",
+                        progress)
+            ranks = rank_processes(job_processes(self.job_id, attempt))
+            seen |= set(ranks)
+            if first_gone is None and seen - set(ranks):
+                first_gone = report.first_exit_at = now
+                report.exited_first = sorted(seen - set(ranks))
+            if first_gone is not None:
+                if ranks and now - first_gone >= RANK_EXIT_GRACE_S:
+                    return "failed", "rank_exit", progress
+                if not ranks and now - first_gone >= RANK_EXIT_GRACE_S + self.cfg.grace:
+                    return "failed", "rank_exit", progress  # the launcher does not end
+            if now >= next_probe:
+                ingest_pending(self.data_dir, self._live_agents(agents))
+                progress = read_progress(self.data_dir, self.job_id, attempt)
+                self._show(attempt, "running", progress)
+                if now - (progress.last_progress or started) > self._hang_limit(progress):
+                    return "hung", "hang", progress
+                next_probe = now + _PROBE_S
+            time.sleep(_POLL_S)
+
+    def _hang_limit(self, progress: Progress) -> float:
+        if progress.last_step is None:
+            return self.cfg.startup_timeout
+        if self.cfg.hang_timeout is not None:
+            return self.cfg.hang_timeout
+        a = AnalyzerConfig()
+        return max(a.hang_min_s, a.hang_step_factor * (progress.step_p50_s or 0.0))
+
+    def _analyzer_config(self) -> AnalyzerConfig:
+        """Post-mortem analysis, with the hang threshold this supervisor used."""
+        if self.cfg.hang_timeout is None:
+            return AnalyzerConfig()
+        return AnalyzerConfig(hang_min_s=self.cfg.hang_timeout)
+
+    def _drain(self, attempt: int, agents: Agents) -> None:
+        """Wait until the attempt's spool segments are in the store (ingest them where no
+        agent does), so the verdict sees the ranks' last words."""
+        ingest_pending(self.data_dir, self._live_agents(agents))
+        if not self.agent_nodes:
+            return
+        deadline = time.monotonic() + _DRAIN_S
+        while time.monotonic() < deadline and self._pending_segments(attempt):
+            time.sleep(0.25)
+            ingest_pending(self.data_dir, self._live_agents(agents))
+        time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
+
+    def _live_agents(self, agents: Agents) -> set[str]:
+        return set(self.agent_nodes) - set(agents.dead())
+
+    def _pending_segments(self, attempt: int) -> int:
+        count = 0
+        for node in spool_nodes(self.data_dir):
+            root = spool_node_dir(self.data_dir, node) / self.job_id / str(attempt)
+            if root.is_dir():
+                count += sum(1 for f in root.glob("*/*") if parse_segment_name(f.name))
+        return count
+
+    def _job_nodes(self) -> list[str]:
+        analysis = analyze(self.data_dir, self.job_id)
+        if analysis is None:
+            return []
+        return sorted({n for a in analysis.attempts for n in a.nodes})
+
+    def _show(self, attempt: int, state: str, progress: Progress | None = None) -> None:
+        self.on_update(LiveState(attempt, state, progress or Progress(),
+                                 tuple(self.report.excluded_nodes), tuple(self._incidents)))
+
+
+_STORE_STATUS = {"failed": "failed", "hung": "failed", "preempted": "preempted",
+                 "completed": "completed"}
