@@ -81,6 +81,7 @@ _RANK_RES = (
     re.compile(r"^\s*rank\s*:\s*(\d+)"),                    # torchrun summary "rank : 3 (local"
     re.compile(r"\blocal_rank: (\d+) \(pid"),               # torchrun "failed (...) local_rank: 3"
     re.compile(r"(?<![\w.])Rank (\d+)\b(?! Skipping)"),     # "Rank 3" in prose
+    re.compile(r"\brank (\d+): \w*(?:Error|Exception)\b"),   # a collective's gathered failures
 )
 _NODE_RES = (
     re.compile(r"^\s*host\s*:\s*(\S+)"),                                     # torchrun summary

@@ -44,6 +44,10 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         attempt, t = int(row["attempt"]), float(row["time"])
         rank = None if pd.isna(row["rank"]) else int(row["rank"])
         v = LogClassifier("exception", _RAW).feed_all(_exception_lines(row)).verdict()
+        # A failure gathered from every rank (DCP's "rank 3: OSError ...") names where it
+        # happened; each rank that re-raises it is not the culprit.
+        if v.culprit.rank is not None and v.category is not Category.UNKNOWN:
+            rank = v.culprit.rank
         culprit = rank_culprit(job, attempt, rank) if rank is not None else v.culprit
         first_line = str(row["message"] or "").splitlines()[0][:200] if row["message"] else "?"
         if v.category is Category.UNKNOWN:

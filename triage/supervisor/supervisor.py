@@ -40,7 +40,7 @@ _PROBE_S = 2.0
 _DRAIN_S = 15.0
 
 
-class Interrupted(Exception):
+class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM to the supervisor: stop the job and the agents, then exit 130."""
 
 
@@ -155,8 +155,30 @@ class LiveState:
     incidents: tuple[str, ...]
 
 
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    raise Interrupted(signal.Signals(signum).name)
+class _StopSignals:
+    """SIGINT/SIGTERM only set a flag that the watch loop turns into `Interrupted`: raised from
+    the handler itself, the exception could land inside a DuckDB query, which converts it to its
+    own error that the store's readers treat as a failed read, and the Ctrl-C would be lost."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signal.Signals(signum).name
+
+    def check(self) -> None:
+        if self.received is not None:
+            raise Interrupted(self.received)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
 
 
 class Supervisor:
@@ -175,7 +197,7 @@ class Supervisor:
     # -- the job ----------------------------------------------------------------------------
     def run(self) -> JobReport:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+        stops = self._stops = _StopSignals().__enter__()
         agents = Agents(self.agent_nodes, self.data_dir, gpu=self.cfg.agent_gpu,
                         sim_gpus=self.cfg.sim_gpus, interval_s=self.cfg.agent_interval)
         try:
@@ -186,7 +208,7 @@ class Supervisor:
             raise
         finally:
             agents.stop()
-            signal.signal(signal.SIGTERM, previous)
+            stops.__exit__()
             ingest_pending(self.data_dir)
             final = analyze(self.data_dir, self.job_id, self._analyzer_config())
             self.report.analysis = None if final is None else final.to_dict()
@@ -210,7 +232,10 @@ class Supervisor:
             plan = decision.plan
             self.report.excluded_nodes = list(plan.excluded_nodes)
             self._show(attempt, f"restarting in {decision.backoff_s:.0f} s: {decision.reason}")
-            time.sleep(decision.backoff_s)
+            deadline = time.monotonic() + decision.backoff_s
+            while time.monotonic() < deadline:
+                self._stops.check()
+                time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
             attempt += 1
 
     def _act(self, report: AttemptReport, decision: Decision, verdict: Verdict | None) -> None:
@@ -301,6 +326,7 @@ class Supervisor:
         next_probe = 0.0
         progress = Progress()
         while True:
+            self._stops.check()
             rc = launcher.poll()
             now = time.time()
             if rc is not None:
