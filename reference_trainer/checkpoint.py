@@ -31,6 +31,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
 
 from triage.config import ENV_RESUME_BEFORE_STEP, ConfigError
+from triage.durable import fsync_path
 
 MARKER = "COMPLETE.json"
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
@@ -77,14 +78,6 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def finalize(tmp: Path, final: Path, step: int) -> None:
     """Seal a fully written checkpoint: marker with sizes and checksums, then the rename."""
     files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
@@ -95,9 +88,9 @@ def finalize(tmp: Path, final: Path, step: int) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(marker_tmp, tmp / MARKER)
-    _fsync_dir(tmp)
+    fsync_path(tmp)
     os.replace(tmp, final)
-    _fsync_dir(final.parent)
+    fsync_path(final.parent)
 
 
 def verify(path: Path) -> None:

@@ -14,6 +14,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from triage.durable import fsync_path
 from triage.store.layout import MANIFEST_NAME
 
 FORMAT = "triage-store-partition"
@@ -70,14 +71,6 @@ def load_manifest(partition: Path) -> Manifest | None:
     except FileNotFoundError:
         return None
     return Manifest.from_json(text, path)
-
-
-def fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def save_manifest(partition: Path, manifest: Manifest) -> None:

@@ -21,11 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from triage.config import node_name
+from triage.durable import fsync_path
 from triage.store.config import StoreConfig
 from triage.store.layout import LOCK_NAME, QUARANTINE_DIR, partition_dir
 from triage.store.sql import sql_quote
 from triage.store.manifest import (
-    Manifest, Retired, Segment, fsync_path, load_manifest, save_manifest,
+    Manifest, Retired, Segment, load_manifest, save_manifest,
 )
 from triage.store.migrations import migrate
 from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, duckdb_type, table_spec
