@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from triage.config import ConfigError, add_config_args, config_from_args
-from triage.trainer_hooks.spool_schema import SPOOL_TABLES, segment_name, writer_dir
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, write_segment, writer_dir
 
 NODE, JOB = "bench-node", "bench-job"
 _FLOOR = ("import sys, time; from prometheus_client import start_http_server; "
@@ -86,32 +86,33 @@ class SpoolRanks:
         now = time.time()
         for r, d in enumerate(self.dirs):
             d.mkdir(parents=True, exist_ok=True)
-            self._write(d, r, "ranks", [{"pid": os.getpid(), "local_rank": r,
-                                         "world_size": len(self.dirs), "start_time": now}])
+            write_segment(d, self.seq, {"ranks": self._table(r, "ranks", [{
+                "pid": os.getpid(), "local_rank": r, "world_size": len(self.dirs), "start_time": now}])})
         self.seq += 1
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def _write(self, d: Path, rank: int, table: str, rows: list[dict]) -> None:
+    @staticmethod
+    def _table(rank: int, table: str, rows: list[dict]) -> pa.Table:
         schema = SPOOL_TABLES[table]
         ident = {"job_id": JOB, "attempt": 0, "rank": rank, "node": NODE, "gpu": rank}
         full = [{**ident, **row} for row in rows]
-        arrow = pa.table({f.name: pa.array([row.get(f.name) for row in full], f.type)
-                          for f in schema}, schema=schema)
-        tmp = d / f".{segment_name(self.seq, table)}.tmp"
-        pq.write_table(arrow, tmp, compression="zstd")
-        tmp.rename(d / segment_name(self.seq, table))
+        return pa.table({f.name: pa.array([row.get(f.name) for row in full], f.type)
+                         for f in schema}, schema=schema)
 
     def flush(self) -> None:
+        """One segment per rank, as a rank's spool writer flushes every second."""
         t = time.time()
         for r, d in enumerate(self.dirs):
-            self._write(d, r, "steps", [{"step": self.step, "start_time": t - 0.9, "end_time": t,
-                                         "compute_s": 0.7, "tokens": 8192, "loss": 2.0}])
-            self._write(d, r, "collectives", [
-                {"seq": self.step * self.collectives + c, "op": "all_reduce", "group": "0",
-                 "group_size": len(self.dirs), "bytes": 1 << 24, "step": self.step,
-                 "enter_time": t - 0.5, "end_time": t - 0.4} for c in range(self.collectives)])
-            self._write(d, r, "heartbeats", [{"time": t, "step": self.step, "pid": os.getpid()}])
-        self.seq += 3
+            write_segment(d, self.seq, {
+                "steps": self._table(r, "steps", [{"step": self.step, "start_time": t - 0.9, "end_time": t,
+                                                   "compute_s": 0.7, "tokens": 8192, "loss": 2.0}]),
+                "collectives": self._table(r, "collectives", [
+                    {"seq": self.step * self.collectives + c, "op": "all_reduce", "group": "0",
+                     "group_size": len(self.dirs), "bytes": 1 << 24, "step": self.step,
+                     "enter_time": t - 0.5, "end_time": t - 0.4} for c in range(self.collectives)]),
+                "heartbeats": self._table(r, "heartbeats", [{"time": t, "step": self.step, "pid": os.getpid()}]),
+            })
+        self.seq += 1
         self.step += 1
 
     def _run(self) -> None:

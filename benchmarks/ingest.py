@@ -4,9 +4,10 @@ same run: row-by-row INSERTs into a DuckDB table, timed on a sample and extrapol
 
 The spool is what `--ranks` ranks write in `--flushes` one-second flushes: per flush one
 `steps` row, one `heartbeats` row, `--collectives` collective rows (most rows, as in
-tensor/pipeline-parallel training) and an `events` row every tenth flush, each table in its own
-Parquet segment as `SpoolWriter` writes it. Generating the spool is not timed. Exit 1 below
-`--target`.
+tensor/pipeline-parallel training) and an `events` row every tenth flush, every table of a
+flush in one segment as `SpoolWriter` writes it. The same rows written as one Parquet file per
+table and flush (the layout ranks wrote before, still ingested) are timed beside it. Generating the spools is not
+timed. Exit 1 below `--target`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 from pathlib import Path
 
 import duckdb
@@ -25,10 +27,11 @@ import pyarrow.parquet as pq
 
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.store import ingest_spools
+from triage.store.ingest import IngestReport
 from triage.store.layout import partition_dir
 from triage.store.manifest import load_manifest
 from triage.store.schema import duckdb_type
-from triage.trainer_hooks.spool_schema import SPOOL_TABLES, segment_name, writer_dir
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, read_segment, write_segment, writer_dir
 
 NODE, JOB = "bench-node", "bench-job"
 
@@ -61,37 +64,60 @@ def _table(name: str, n: int, rank: int, values: dict[str, np.ndarray | list]) -
                      for f in schema}, schema=schema)
 
 
-def write_spool(data_dir: Path, cfg: IngestBenchConfig) -> int:
-    """The spool of the benchmark's job; returns its row count."""
+def spool_flushes(cfg: IngestBenchConfig) -> Iterator[tuple[int, int, dict[str, pa.Table]]]:
+    """(rank, seq, rows per table) of every flush of the benchmark job's spool."""
     rng = np.random.default_rng(0)
-    rows = 0
     c = cfg.collectives
+    ops = ["all_gather", "reduce_scatter"] * (c // 2) + ["all_reduce"] * (c % 2)
     for rank in range(cfg.ranks):
-        d = writer_dir(data_dir, NODE, JOB, 0, rank, 1000 + rank)
-        d.mkdir(parents=True)
-        seq = 0
         for step in range(cfg.flushes):
             t = 1.7e9 + step
             enter = t + np.sort(rng.random(c))
-            tables = [
-                _table("steps", 1, rank, {"step": [step], "start_time": [t], "end_time": [t + 0.98],
-                                          "compute_s": [0.7], "tokens": [8192], "loss": [2.5]}),
-                _table("collectives", c, rank, {
-                    "seq": np.arange(step * c, (step + 1) * c), "op": ["all_gather", "reduce_scatter"] * (c // 2) + ["all_reduce"] * (c % 2),
+            tables = {
+                "steps": _table("steps", 1, rank, {"step": [step], "start_time": [t], "end_time": [t + 0.98],
+                                                   "compute_s": [0.7], "tokens": [8192], "loss": [2.5]}),
+                "collectives": _table("collectives", c, rank, {
+                    "seq": np.arange(step * c, (step + 1) * c), "op": ops,
                     "group": ["tp"] * c, "group_size": np.full(c, 8), "bytes": np.full(c, 1 << 22),
                     "dtype": ["bfloat16"] * c, "step": np.full(c, step), "enter_time": enter,
                     "end_time": enter + 0.0004, "algbw_bytes_per_s": rng.random(c) * 1e11,
                     "busbw_bytes_per_s": rng.random(c) * 1e11}),
-                _table("heartbeats", 1, rank, {"time": [t + 0.99], "step": [step], "pid": [1000 + rank]}),
-            ]
+                "heartbeats": _table("heartbeats", 1, rank, {"time": [t + 0.99], "step": [step],
+                                                             "pid": [1000 + rank]}),
+            }
             if step % 10 == 0:
-                tables.append(_table("events", 1, rank, {"time": [t], "kind": ["canary"], "step": [step],
-                                                         "message": ["canary ok"], "detail": ["{}"]}))
-            for name, table in zip(("steps", "collectives", "heartbeats", "events"), tables):
-                pq.write_table(table, d / segment_name(seq, name), compression="zstd")
-                seq += 1
-                rows += table.num_rows
-    return rows
+                tables["events"] = _table("events", 1, rank, {"time": [t], "kind": ["canary"], "step": [step],
+                                                              "message": ["canary ok"], "detail": ["{}"]})
+            yield rank, step, tables
+
+
+def write_spool(data_dir: Path, cfg: IngestBenchConfig, fmt: str = "arrow") -> tuple[int, int, int]:
+    """Write the spool as ranks do (`arrow`: a segment per flush), or as Triage did before
+    (`parquet`: a snappy Parquet file per table and flush); returns its rows, files and bytes."""
+    rows = files = size = 0
+    for rank, step, tables in spool_flushes(cfg):
+        d = writer_dir(data_dir, NODE, JOB, 0, rank, 1000 + rank)
+        d.mkdir(parents=True, exist_ok=True)
+        if fmt == "arrow":
+            paths = [write_segment(d, step, tables)]
+        else:
+            paths = [d / f"{step * len(SPOOL_TABLES) + i:08d}.{name}.parquet" for i, name in enumerate(tables)]
+            for path, table in zip(paths, tables.values()):
+                pq.write_table(table, path, compression="snappy")
+        rows += sum(t.num_rows for t in tables.values())
+        files += len(paths)
+        size += sum(p.stat().st_size for p in paths)
+    return rows, files, size
+
+
+def timed_ingest(data_dir: Path, spool_rows: int) -> tuple[float, IngestReport]:
+    start = time.perf_counter()
+    report = ingest_spools(data_dir, NODE)
+    elapsed = time.perf_counter() - start
+    if report.total_rows != spool_rows or report.errors:
+        raise RuntimeError(f"ingest stored {report.total_rows} of {spool_rows} rows "
+                           f"({len(report.errors)} errors): the benchmark would measure a broken store")
+    return elapsed, report
 
 
 def naive_rows_per_s(data_dir: Path, sample: pa.Table) -> float:
@@ -111,25 +137,25 @@ def naive_rows_per_s(data_dir: Path, sample: pa.Table) -> float:
 
 def measure(cfg: IngestBenchConfig) -> dict:
     with tempfile.TemporaryDirectory(prefix="triage-bench-ingest-") as tmp:
-        data_dir = Path(tmp)
-        spool_rows = write_spool(data_dir, cfg)
-        spool_files = sum(1 for _ in (data_dir / "spool").rglob("*.parquet"))
-        sample = pq.read_table(next((data_dir / "spool").rglob("*.collectives.parquet"))).slice(0, cfg.naive_rows)
-        start = time.perf_counter()
-        report = ingest_spools(data_dir, NODE)
-        elapsed = time.perf_counter() - start
-        if report.total_rows != spool_rows or report.errors:
-            raise RuntimeError(f"ingest stored {report.total_rows} of {spool_rows} rows "
-                               f"({len(report.errors)} errors): the benchmark would measure a broken store")
+        data_dir = Path(tmp) / "arrow"
+        spool_rows, spool_files, spool_bytes = write_spool(data_dir, cfg)
+        sample = read_segment(next((data_dir / "spool").rglob("*.arrow")))["collectives"].slice(0, cfg.naive_rows)
+        elapsed, report = timed_ingest(data_dir, spool_rows)
         manifest = load_manifest(partition_dir(data_dir, NODE))
         store_bytes = sum(s.bytes for s in manifest.segments)
-        naive = naive_rows_per_s(data_dir, sample)
+        legacy_dir = Path(tmp) / "parquet"
+        _, legacy_files, legacy_bytes = write_spool(legacy_dir, cfg, "parquet")
+        legacy_elapsed, _ = timed_ingest(legacy_dir, spool_rows)
+        naive = naive_rows_per_s(Path(tmp), sample)
     rate = spool_rows / elapsed
     return {
         "rows": spool_rows, "rows_by_table": report.rows, "spool_segments": spool_files,
+        "spool_bytes_per_million_rows": spool_bytes / spool_rows * 1e6,
         "store_segments": len(manifest.segments), "seconds": elapsed, "rows_per_s": rate,
         "spool_segments_per_s": spool_files / elapsed,
         "store_bytes": store_bytes, "store_bytes_per_million_rows": store_bytes / spool_rows * 1e6,
+        "parquet_spool_files": legacy_files, "parquet_spool_rows_per_s": spool_rows / legacy_elapsed,
+        "parquet_spool_bytes_per_million_rows": legacy_bytes / spool_rows * 1e6,
         "naive_rows": sample.num_rows, "naive_rows_per_s": naive, "speedup_vs_naive": rate / naive,
         "target_rows_per_s": cfg.target,
     }
@@ -145,8 +171,13 @@ def run(args: argparse.Namespace) -> int:
               f"({r['rows_by_table']})")
         print(f"ingest: {r['seconds']:.2f} s = {r['rows_per_s']:,.0f} rows/s, "
               f"{r['spool_segments_per_s']:,.0f} spool segments/s (target {cfg.target:,.0f} rows/s)")
+        print(f"spool: {r['spool_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows (Arrow IPC, "
+              "a segment per flush)")
         print(f"store: {r['store_segments']} segments, {r['store_bytes']:,} bytes = "
               f"{r['store_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows")
+        print(f"same rows as {r['parquet_spool_files']:,} Parquet files, a file per table and flush "
+              f"(the spool layout before): {r['parquet_spool_rows_per_s']:,.0f} rows/s, "
+              f"{r['parquet_spool_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows")
         print(f"naive row-by-row INSERT: {r['naive_rows_per_s']:,.0f} rows/s on {r['naive_rows']:,} rows; "
               f"ingest is {r['speedup_vs_naive']:,.0f}x faster")
     return 0 if r["rows_per_s"] >= cfg.target else 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from triage.trainer_hooks.spool_schema import SPOOL_TABLES, segment_name, writer_dir
+from triage.trainer_hooks import spool_schema
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, writer_dir
 
 PID = 4242
 
@@ -21,9 +21,7 @@ def write_segment(data_dir: Path, node: str, job: str, attempt: int, rank: int, 
                      schema=schema)
     d = writer_dir(data_dir, node, job, attempt, rank, pid)
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{segment_name(seq, table)}.tmp"
-    pq.write_table(arrow, tmp, compression="zstd")
-    return tmp.rename(d / segment_name(seq, table))
+    return spool_schema.write_segment(d, seq, {table: arrow})
 
 
 def write_rank(data_dir: Path, node: str, job: str, attempt: int, rank: int, *, steps: int,

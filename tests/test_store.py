@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import triage.store.writer as writer_mod
@@ -13,7 +14,9 @@ from triage.store import (
 )
 from triage.store.layout import partition_dir
 from triage.store.manifest import load_manifest
-from store_spools import write_rank, write_segment
+from triage.trainer_hooks import spool_schema
+from triage.trainer_hooks.spool_schema import parse_segment_name, read_segment, writer_dir
+from store_spools import PID, write_rank, write_segment
 
 TABLES = ("ranks", "steps", "collectives", "heartbeats", "events")
 
@@ -35,7 +38,7 @@ def _counts(data_dir: Path) -> dict[str, int]:
 
 
 def _spool_files(data_dir: Path) -> list[Path]:
-    return [p for p in (data_dir / "spool").rglob("*.parquet")]
+    return [p for p in (data_dir / "spool").rglob("*") if parse_segment_name(p.name) is not None]
 
 
 def test_ingest_puts_every_row_in_exactly_once(tmp_path):
@@ -158,3 +161,52 @@ def test_one_writer_per_partition(tmp_path):
     assert set(report.rows) == set(TABLES)  # node1 was ingested
     with StoreWriter(tmp_path, "node0"):  # the lock went with the writer
         pass
+
+
+def test_per_table_parquet_segments_of_older_ranks_are_still_ingested(tmp_path):
+    """A rank of the Triage before the flush segments wrote `<seq>.<table>.parquet` files."""
+    import pyarrow.parquet as pq
+
+    counts, next_seq = write_rank(tmp_path, "node0", "jobA", 0, 0, steps=2)
+    new = next(p for p in _spool_files(tmp_path) if parse_segment_name(p.name) == next_seq - 1)
+    rows = read_segment(new)["heartbeats"]
+    legacy = new.with_name(f"{next_seq:08d}.heartbeats.parquet")
+    pq.write_table(rows, legacy)
+    report = ingest_spools(tmp_path)
+    assert not report.errors and report.rows["heartbeats"] == counts["heartbeats"] + rows.num_rows
+    assert _spool_files(tmp_path) == []
+
+
+def test_segments_of_another_spool_version_are_conformed_and_a_misfit_quarantined(tmp_path):
+    """A newer rank adds a column, an older one lacks one; a segment whose column cannot take
+    its table's type is quarantined alone and the rest of the batch is stored."""
+    counts, seq = write_rank(tmp_path, "node0", "jobA", 0, 0, steps=2)
+    d = writer_dir(tmp_path, "node0", "jobA", 0, 0, PID)
+    ident = {"job_id": ["jobA"], "attempt": [0], "rank": [0], "node": ["node0"]}
+    newer = pa.table({**ident, "step": [7], "end_time": [5.0], "future_metric": [1.5]})
+    older = pa.table({**ident, "time": [6.0], "kind": ["exit"]})  # no step, message, detail
+    misfit = pa.table({**ident, "step": ["seven"], "end_time": [5.0]})
+    spool_schema.write_segment(d, seq, {"steps": newer, "events": older, "gpu_telemetry_v9": newer})
+    spool_schema.write_segment(d, seq + 1, {"steps": misfit})
+    report = ingest_spools(tmp_path)
+    assert [Path(e.path).name for e in report.errors] == [spool_schema.segment_name(seq + 1)]
+    assert report.rows["steps"] == counts["steps"] + 1
+    assert report.dropped_columns == ["gpu_telemetry_v9.*", "steps.future_metric"]
+    with open_snapshot(tmp_path) as snap:
+        (step,) = snap.sql("SELECT * FROM steps WHERE step = 7")
+        (event,) = snap.sql("SELECT * FROM events WHERE kind = 'exit'")
+    assert step["end_time"] == 5.0 and step["gpu"] is None
+    assert event["source"] == "rank" and event["message"] is None  # the table's default, else NULL
+
+
+def test_a_large_batch_is_written_in_two_segments_without_losing_order(tmp_path):
+    n = 3 * writer_mod._ROW_GROUP_ROWS
+    steps = pa.table({"job_id": ["j"] * n, "step": pa.array(range(n), pa.int64()),
+                      "end_time": pa.array(range(n), pa.float64())})
+    with StoreWriter(tmp_path, "node0") as w:
+        segments = w.write_segments({"steps": w.conform("steps", steps)[0]})
+        w.commit(segments)
+    assert [s.rows for s in segments] == [writer_mod._ROW_GROUP_ROWS, 2 * writer_mod._ROW_GROUP_ROWS]
+    assert segments[0].max_time < segments[1].min_time
+    with open_snapshot(tmp_path) as snap:
+        assert snap.sql("SELECT count(*) AS n, count(DISTINCT step) AS d FROM steps") == [{"n": n, "d": n}]

@@ -94,11 +94,11 @@ def test_retention_drops_segments_older_than_the_age_bound(tmp_path):
 
 
 def test_retention_size_bound_drops_the_oldest_first(tmp_path):
-    with StoreWriter(tmp_path, "node0", StoreConfig(max_age=[], max_bytes=["steps=3k"])) as w:
+    with StoreWriter(tmp_path, "node0", StoreConfig(max_age=[], max_bytes=["steps=5k"])) as w:
         for t in (1.0, 2.0, 3.0):
             w.append_rows("steps", _steps([t] * 20))
         newest = w.manifest.table_segments("steps")[-1]
-        assert newest.bytes < 3072 < 2 * newest.bytes
+        assert newest.bytes < 5 * 1024 < 2 * newest.bytes
         apply_retention(w, now=10.0)
         assert w.manifest.table_segments("steps") == [newest]
 

@@ -17,18 +17,16 @@ import torch.distributed as dist
 from triage.trainer_hooks import MonitorConfig, TrainingMonitor
 from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.collective_timing import busbw_factor
-from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name, read_segment
 from triage.trainer_hooks.spool_writer import SpoolWriter
 
 CHILD = Path(__file__).with_name("hook_child.py")
 
 
 def read_spool(data_dir: Path, table: str) -> pa.Table:
-    files = sorted(p for p in Path(data_dir, "spool").rglob("*.parquet")
-                   if (parse_segment_name(p.name) or (0, ""))[1] == table)
-    if not files:
-        return SPOOL_TABLES[table].empty_table()
-    return pa.concat_tables([pq.read_table(f) for f in files])
+    files = sorted(p for p in Path(data_dir, "spool").rglob("*") if parse_segment_name(p.name) is not None)
+    parts = [t for t in (read_segment(f).get(table) for f in files) if t is not None]
+    return pa.concat_tables(parts) if parts else SPOOL_TABLES[table].empty_table()
 
 
 @pytest.fixture

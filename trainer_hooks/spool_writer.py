@@ -1,15 +1,14 @@
 """The background thread that turns buffered records into spool segments.
 
 Training threads only append tuples to a `RecordBuffer`; this thread, once per flush interval,
-adds the heartbeat, converts each table's rows to Arrow columns and writes one Parquet segment
-per non-empty table under a temporary name before renaming it into place (see spool_schema).
+adds the heartbeat, converts each table's rows to Arrow columns and writes one segment per
+flush, holding every non-empty table (see spool_schema).
 A write that fails (disk full, spool unwritable) is reported once on stderr, the rows go back to
 the buffer to be retried, and training is never interrupted.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -17,10 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from triage.trainer_hooks.buffer import RecordBuffer
-from triage.trainer_hooks.spool_schema import IDENTITY_FIELDS, SPOOL_TABLES, segment_name
+from triage.trainer_hooks.spool_schema import IDENTITY_FIELDS, SPOOL_TABLES, write_segment
 
 _N_IDENTITY = len(IDENTITY_FIELDS)
 
@@ -66,36 +64,35 @@ class SpoolWriter:
     def flush(self) -> None:
         """Write every buffered row now. Safe to call from any thread (exit paths call it)."""
         with self._flush_lock:
-            for table in self.buffer.tables():
-                rows = self.buffer.drain(table)
-                if not rows:
-                    continue
-                try:
-                    self._write(table, rows)
-                except Exception as exc:
+            drained = {t: rows for t in self.buffer.tables() if (rows := self.buffer.drain(t))}
+            if not drained:
+                return
+            try:
+                self._write(drained)
+            except Exception as exc:
+                for table, rows in drained.items():
                     self.buffer.requeue_front(table, rows)
-                    self._report(exc)
-                    return
+                self._report(exc)
+                return
             if self._reported and self.last_error is not None:
                 print(f"triage: telemetry spool {self.directory} is writable again", file=sys.stderr)
                 self.last_error = None
                 self._reported = False
 
-    def _write(self, table: str, rows: list[tuple]) -> None:
-        schema = SPOOL_TABLES[table]
-        n = len(rows)
-        columns = [pa.array([v] * n, type=f.type) for v, f in zip(self.identity, IDENTITY_FIELDS)]
-        for i, values in enumerate(zip(*rows)):
-            columns.append(pa.array(values, type=schema.field(_N_IDENTITY + i).type))
-        arrow = pa.Table.from_arrays(columns, schema=schema)
+    def _write(self, drained: dict[str, list[tuple]]) -> None:
+        tables = {}
+        for table, rows in drained.items():
+            schema = SPOOL_TABLES[table]
+            n = len(rows)
+            columns = [pa.array([v] * n, type=f.type) for v, f in zip(self.identity, IDENTITY_FIELDS)]
+            for i, values in enumerate(zip(*rows)):
+                columns.append(pa.array(values, type=schema.field(_N_IDENTITY + i).type))
+            tables[table] = pa.Table.from_arrays(columns, schema=schema)
         self.directory.mkdir(parents=True, exist_ok=True)
-        name = segment_name(self._seq, table)
-        tmp = self.directory / f".{name}.tmp"
-        pq.write_table(arrow, tmp, compression="snappy")
-        os.rename(tmp, self.directory / name)
+        write_segment(self.directory, self._seq, tables)
         self._seq += 1
         self.segments_written += 1
-        self.rows_written += n
+        self.rows_written += sum(len(rows) for rows in drained.values())
 
     def _report(self, exc: BaseException) -> None:
         self.last_error = f"{type(exc).__name__}: {exc}"

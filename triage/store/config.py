@@ -45,7 +45,7 @@ class StoreConfig:
     retire_grace_s: float = field(default=600.0, metadata={
         "help": "segments replaced by compaction or dropped by retention are deleted only after "
                 "this long, so snapshots opened before keep working"})
-    ingest_batch_bytes: int = field(default=512 * 2**20, metadata={
+    ingest_batch_bytes: int = field(default=128 * 2**20, metadata={
         "help": "spool bytes ingested per store commit (bounds the ingester's memory)"})
     heartbeat_timeout_s: float = field(default=60.0, metadata={
         "help": "an attempt whose last heartbeat is older than this is no longer running"})

@@ -1,13 +1,15 @@
 """Spool -> store: moving what ranks wrote into the node's partition, exactly once.
 
 Each run lists the spool writer directories of the node, takes the segments above each
-directory's watermark in sequence order, and turns every batch into one store segment per table
-(DuckDB reads the many small spool files in one pass). The manifest that adds those segments
-also advances the watermarks; only once it is durable are the spool files deleted. So a crash
-anywhere repeats at most the uncommitted batch (its orphan segment is deleted on the next
-open), and spool files at or below a watermark are known to be stored and just deleted.
-A spool segment that cannot be read is moved to the partition's quarantine, reported, and
-recorded as a `telemetry_error` event; the rest of its batch is stored.
+directory's watermark in sequence order, and turns every batch into one store segment per table.
+The manifest that adds those segments also advances the watermarks; only once it is durable
+are the spool files deleted. So a crash anywhere repeats at most the uncommitted batch (its
+orphan segment is deleted on the next open), and spool files at or below a watermark are known
+to be stored and just deleted. Each spool segment is read on its own, so one that cannot be
+(truncated, garbage, a column that does not fit its table) is moved to the partition's
+quarantine, reported, and recorded as a `telemetry_error` event while the rest of its batch is
+stored. Segments in the spool layout of this version are concatenated and conformed to their
+store table once per batch; only those of another version are conformed one by one.
 """
 
 from __future__ import annotations
@@ -20,16 +22,14 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from triage.store.config import StoreConfig
 from triage.store.layout import QUARANTINE_DIR, spool_node_dir, spool_nodes
 from triage.store.manifest import Segment
-from triage.store.schema import EVENT_SOURCE_STORE, table_spec
-from triage.store.sql import parquet_source
+from triage.store.schema import EVENT_SOURCE_STORE, TABLES, table_spec
 from triage.store.writer import PartitionBusy, StoreWriter
-from triage.trainer_hooks.spool_schema import parse_segment_name
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name, read_segment
 
 _WRITER_DIR_RE = re.compile(r"^rank(?P<rank>\d+)-(?P<pid>\d+)$")
 
@@ -38,7 +38,6 @@ _WRITER_DIR_RE = re.compile(r"^rank(?P<rank>\d+)-(?P<pid>\d+)$")
 class SpoolFile:
     writer: str  # "<job>/<attempt>/rank<R>-<pid>", the watermark key
     seq: int
-    table: str
     path: Path
     size: int
 
@@ -127,27 +126,39 @@ def _pending(writer: StoreWriter) -> list[SpoolFile]:
                 mark = writer.manifest.watermarks.get(key, -1)
                 files = []
                 for entry in os.scandir(wdir.path):
-                    parsed = parse_segment_name(entry.name)
-                    if parsed is None:
+                    seq = parse_segment_name(entry.name)
+                    if seq is None:
                         continue
-                    if parsed[0] <= mark:
+                    if seq <= mark:
                         os.unlink(entry.path)
                     else:
-                        files.append(SpoolFile(key, parsed[0], parsed[1], Path(entry.path),
-                                               entry.stat().st_size))
+                        files.append(SpoolFile(key, seq, Path(entry.path), entry.stat().st_size))
                 out += sorted(files, key=lambda f: f.seq)
     return out
 
 
 def _ingest_batch(writer: StoreWriter, batch: list[SpoolFile], report: IngestReport) -> None:
-    by_table: dict[str, list[SpoolFile]] = defaultdict(list)
-    for f in batch:
-        by_table[f.table].append(f)
-    staged: list[Segment] = []
+    current: dict[str, list[pa.Table]] = defaultdict(list)  # in this version's spool layout
+    conformed: dict[str, list[pa.Table]] = defaultdict(list)
     bad: list[tuple[SpoolFile, str]] = []
-    for table, files in by_table.items():
-        segment = _store_table(writer, table, files, bad, report)
-        staged += [segment] if segment else []
+    for f in batch:
+        try:
+            tables = read_segment(f.path)
+            other = {t: _conform(writer, t, data, report) for t, data in tables.items()
+                     if t in TABLES and not _in_spool_layout(t, data)}
+        except (pa.ArrowException, OSError) as exc:
+            bad.append((f, f"{type(exc).__name__}: {(str(exc) or 'unreadable').splitlines()[0]}"))
+            continue
+        for table, data in tables.items():
+            if table not in TABLES:
+                report.dropped_columns = sorted(set(report.dropped_columns) | {f"{table}.*"})
+            elif table in other:
+                conformed[table].append(other[table])
+            else:
+                current[table].append(data)
+    for table, parts in current.items():
+        conformed[table].append(_conform(writer, table, pa.concat_tables(parts), report))
+    staged = writer.write_segments({t: pa.concat_tables(parts) for t, parts in conformed.items()})
     if bad:
         errors = [_quarantine(writer, f, why) for f, why in bad]
         report.errors += errors
@@ -167,30 +178,15 @@ def _ingest_batch(writer: StoreWriter, batch: list[SpoolFile], report: IngestRep
     report.commits += 1
 
 
-def _store_table(writer: StoreWriter, table: str, files: list[SpoolFile],
-                 bad: list[tuple[SpoolFile, str]], report: IngestReport) -> Segment | None:
-    """One segment from all the readable files. The common case costs one pass; when it fails,
-    each file is read alone to find the culprits, and if none is, the error was not theirs."""
-    try:
-        return _copy(writer, table, files, report)
-    except duckdb.Error as batch_error:
-        good = []
-        for f in files:
-            try:
-                select, _ = writer.conform_sql(table, parquet_source([f.path]))
-                writer.con.sql(select).to_arrow_table()
-                good.append(f)
-            except duckdb.Error as exc:
-                bad.append((f, str(exc).splitlines()[0]))
-        if len(good) == len(files):
-            raise batch_error
-        return _copy(writer, table, good, report) if good else None
+def _in_spool_layout(table: str, data: pa.Table) -> bool:
+    return table in SPOOL_TABLES and data.schema.equals(SPOOL_TABLES[table])
 
 
-def _copy(writer: StoreWriter, table: str, files: list[SpoolFile], report: IngestReport) -> Segment | None:
-    select, dropped = writer.conform_sql(table, parquet_source([f.path for f in files]))
-    report.dropped_columns = sorted(set(report.dropped_columns) | {f"{table}.{c}" for c in dropped})
-    return writer.write_segment(table, select)
+def _conform(writer: StoreWriter, table: str, data: pa.Table, report: IngestReport) -> pa.Table:
+    rows, dropped = writer.conform(table, data)
+    if dropped:
+        report.dropped_columns = sorted(set(report.dropped_columns) | {f"{table}.{c}" for c in dropped})
+    return rows
 
 
 def _quarantine(writer: StoreWriter, f: SpoolFile, why: str) -> SpoolError:
@@ -212,7 +208,7 @@ def _error_events(writer: StoreWriter, bad: list[tuple[SpoolFile, str]],
             "job_id": job_id, "attempt": int(attempt) if attempt.isdigit() else None,
             "rank": int(m["rank"]) if m else None, "node": writer.node, "gpu": None,
             "time": now, "kind": "telemetry_error", "step": None,
-            "message": f"unreadable spool segment {f.path.name} ({f.table}) skipped: {why}",
+            "message": f"unreadable spool segment {f.path.name} skipped: {why}",
             "detail": json.dumps(asdict(err)), "source": EVENT_SOURCE_STORE,
         })
     return pa.Table.from_pylist(rows, schema=table_spec("events").schema)

@@ -53,8 +53,8 @@ def compact(writer: StoreWriter) -> list[Segment]:
         for run in runs:
             if len(run) < 2:
                 continue
-            select, _ = writer.conform_sql(table, parquet_source([writer.segment_path(s) for s in run]))
-            merged = writer.write_segment(table, select)
+            rows = writer.query_arrow(f"SELECT * FROM {parquet_source([writer.segment_path(s) for s in run])}")
+            merged = writer.write_segment(table, writer.conform(table, rows)[0])
             added += [merged] if merged else []
             removed += run
     if removed:

@@ -33,13 +33,13 @@ EVENT_SOURCE_STORE = "store"
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A table: its columns, the column retention ages rows by, and SQL defaults for columns
-    that a source may lack (applied at ingest; otherwise a missing column is NULL)."""
+    """A table: its columns, the column retention ages rows by, and defaults for columns that
+    a source may lack (applied when rows are written; otherwise a missing column is NULL)."""
 
     name: str
     schema: pa.Schema
     time_column: str
-    defaults: dict[str, str] = field(default_factory=dict)
+    defaults: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.time_column not in self.schema.names:
@@ -117,7 +117,7 @@ RECORD_TABLES: dict[type, str] = {
 TABLES: dict[str, TableSpec] = {
     **{name: TableSpec(name, _nullable(s), _SPOOL_TIME[name])
        for name, s in SPOOL_TABLES.items() if name != "events"},
-    "events": TableSpec("events", _EVENTS, "time", {"source": f"'{EVENT_SOURCE_RANK}'"}),
+    "events": TableSpec("events", _EVENTS, "time", {"source": EVENT_SOURCE_RANK}),
     "incidents": TableSpec("incidents", INCIDENTS, "time"),
     "attempt_outcomes": TableSpec("attempt_outcomes", ATTEMPT_OUTCOMES, "time"),
     **{name: TableSpec(name, schema_from_dataclass(cls), "time")
