@@ -1,8 +1,7 @@
 """The agent's own cost on a busy node: CPU (share of one core, from /proc/<pid>/stat utime +
 stime) and peak RSS (VmHWM) of `triage agent` with 8 simulated GPUs sampled every second while
 8 ranks' synthetic spools grow by a flush per second (a steps row, a heartbeat and
-`--collectives` collective rows per rank, each table its own segment, as `SpoolWriter` writes
-them) and /metrics is scraped every `--scrape-interval` seconds. Beside it, in the same run and
+`--collectives` collective rows per rank, in one segment, as `SpoolWriter` writes them) and /metrics is scraped every `--scrape-interval` seconds. Beside it, in the same run and
 window, the floor: prometheus_client's bare exporter (`start_http_server` with the default
 registry) scraped the same way. Targets: at most 2% of one core and 200 MB RSS; exit 1 above.
 """
@@ -23,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES, write_segment, writer_dir

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.distributed_c10d import _set_pg_timeout  # private; torchtitan relies on it too
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -199,12 +200,14 @@ class Trainer:
             if mon is not None:
                 mon.init_done()
             no_step = NullStep()
+            first_step = None
             while self.step < cfg.steps:
                 self.step += 1
                 if self.step in skip:  # no update; the batch counts as consumed
                     self.position = dataset.position_after(self.step)
                     self._record("skipped", step=self.step)
                     continue
+                first_step = first_step or self.step
                 torch.manual_seed(cfg.seed * 1_000_003 + self.step)  # RNG is a function of position
                 start = time.perf_counter()
                 with (mon.step(self.step, tokens=cfg.batch_size * cfg.seq_len,
@@ -218,6 +221,8 @@ class Trainer:
                     with observed.optimizer():
                         grad_norm = self.optimizer_step()
                     observed.record(grad_norm=grad_norm)
+                if self.step == first_step:  # every rank is through start-up
+                    _set_pg_timeout(timedelta(seconds=cfg.collective_timeout))
                 self.position = dataset.position_after(self.step)
                 self._record("step", step=self.step, loss=mean_loss, tokens=tokens_per_step,
                              step_time_s=time.perf_counter() - start)

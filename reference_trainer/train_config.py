@@ -54,7 +54,12 @@ class TrainConfig:
         "metavar": "PATH"})
     num_workers: int = field(default=1, metadata={"help": "DataLoader worker processes per rank"})
     collective_timeout: float = field(default=60.0, metadata={
-        "help": "seconds a collective may block before gloo/NCCL fails it"})
+        "help": "seconds a collective may block before gloo/NCCL fails it, once the first step "
+                "has completed"})
+    startup_timeout: float = field(default=300.0, metadata={
+        "help": "the same bound until the first step completes: ranks start unevenly (imports, "
+                "data workers, loading a checkpoint), and a short --collective-timeout must not "
+                "turn that skew into a failure"})
     shutdown_timeout: int = field(default=30, metadata={
         "help": "seconds torchrun waits for ranks to exit after SIGTERM (a preempted job saves "
                 "its checkpoint in this time) before SIGKILL"})
@@ -84,8 +89,8 @@ class TrainConfig:
         for name in ("checkpoint_every", "num_workers", "shutdown_timeout"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
-        if self.collective_timeout <= 0 or self.lr <= 0 or self.grad_clip <= 0:
-            raise ConfigError("--collective-timeout, --lr and --grad-clip must be > 0")
+        if min(self.collective_timeout, self.startup_timeout, self.lr, self.grad_clip) <= 0:
+            raise ConfigError("--collective-timeout, --startup-timeout, --lr and --grad-clip must be > 0")
         if self.model not in MODEL_SIZES:
             raise ConfigError(f"--model {self.model!r}: choose one of {', '.join(MODEL_SIZES)}")
         if self.seq_len > MODEL_SIZES[self.model].max_seq_len:

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="TrainConfig as JSON")
     args = parser.parse_args(argv)
     cfg = TrainConfig.from_json(args.config)
-    device = init_distributed(cfg.collective_timeout)
+    device = init_distributed(max(cfg.startup_timeout, cfg.collective_timeout))
     trainer = Trainer(cfg, attempt=attempt_from_env(), device=device)
     try:
         trainer.run()
