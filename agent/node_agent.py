@@ -20,7 +20,6 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-import duckdb
 
 from triage.agent.config import AgentConfig
 from triage.agent.exporter import ExporterState
@@ -71,16 +70,16 @@ class NodeAgent:
         self.node = config.node or node_name()
         # First, so a second agent on this partition stops before it touches anything.
         self.writer = StoreWriter(self.data_dir, self.node, config.store)
-        # The agent's batches are small: one DuckDB thread each for writing and reading costs
-        # far less CPU and memory than a pool per core that mostly waits.
+        # The agent's batches are small: one DuckDB thread (for the progress reads, compaction
+        # and the analyzers' snapshots) costs far less CPU and memory than a pool per core.
         self.writer.con.execute("SET threads = 1")
         self.state = ExporterState(self.node, live_window_s=config.store.heartbeat_timeout_s,
                                    job_expiry_s=config.job_expiry, clock=clock)
         self.dedup = XidDeduplicator()
         self._pending: deque[Record] = deque()
         self._dropped_records = 0
-        self._read_con = duckdb.connect(config={"threads": 1})
         self._seen_segments: set[str] = set()
+        self._busy_gpus: set[int | None] | None = None
         self.gpu_backend = resolve_gpu_backend(config.gpu)
         collectors: list[Collector] = []
         try:
@@ -122,12 +121,14 @@ class NodeAgent:
 
     def _gpu_load(self, gpu: int) -> float:
         """Load of simulated GPU `gpu`: busy while a live local rank with that LOCAL_RANK has
-        shown progress or a heartbeat recently (a few store batches) and its process lives."""
-        window = 2 * self.config.store_interval + 5.0
-        for _, local_gpu, pid in self.state.live_local_ranks(self.clock(), window):
-            if local_gpu == gpu and (pid is None or process_alive(pid)):
-                return BUSY_UTILIZATION
-        return 0.0
+        shown progress or a heartbeat recently (a few store batches) and its process lives.
+        Worked out once per collection round, not once per GPU."""
+        if self._busy_gpus is None:
+            window = 2 * self.config.store_interval + 5.0
+            self._busy_gpus = {local_gpu for _, local_gpu, pid
+                               in self.state.live_local_ranks(self.clock(), window)
+                               if pid is None or process_alive(pid)}
+        return BUSY_UTILIZATION if gpu in self._busy_gpus else 0.0
 
     def _local_pids(self) -> dict[int, int]:
         return {rank: pid for rank, _, pid in
@@ -149,6 +150,7 @@ class NodeAgent:
             self.maintain(now)
 
     def collect(self, now: float, *, force: bool = False) -> None:
+        self._busy_gpus = None
         for c in self.collectors:
             if not (force or c.due(now)):
                 continue
@@ -200,7 +202,7 @@ class NodeAgent:
                 files.setdefault(s.table, []).append(self.writer.segment_path(s))
         self._seen_segments = current
         if files:
-            self.state.apply_progress(read_progress(self._read_con, files), now)
+            self.state.apply_progress(read_progress(self.writer.con, files), now)
 
     def analyze(self, now: float) -> None:
         """Incident counts for every known job; goodput and stragglers for running ones."""
@@ -209,7 +211,7 @@ class NodeAgent:
             return
         running = set(self.state.running_jobs(now))
         try:
-            with open_snapshot(self.data_dir, now=now, config=self.config.store) as snap:
+            with open_snapshot(self.data_dir, now=now, config=self.config.store, threads=1) as snap:
                 counts: dict[str, dict[str, int]] = {}
                 for job_id, category, n in snap.con.execute(
                         "SELECT job_id, category, count(*) FROM incidents "
@@ -263,5 +265,4 @@ class NodeAgent:
                 c.collector.close()
             except Exception:  # noqa: BLE001
                 log.exception("closing collector %s failed", c.name)
-        self._read_con.close()
         self.writer.close()

@@ -9,11 +9,13 @@ flags, a partition another process is writing (a second agent), or a port alread
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import signal
 import sys
 import threading
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from triage.agent.config import AgentConfig
@@ -49,10 +51,26 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         store=config_from_args(StoreConfig, args))
 
 
+def _lean_allocators() -> None:
+    """An agent lives for months beside the training job, so its resident memory matters more
+    than allocation speed: Arrow allocates from the C heap instead of its own mimalloc arenas,
+    and glibc keeps two arenas instead of eight per core for the agent's few threads (about
+    10 MB of peak RSS in `triage bench agent`)."""
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 2)
+    except (OSError, AttributeError):  # not glibc: its default arenas it is
+        pass
+
+
+_M_ARENA_MAX = -8  # glibc malloc.h
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = config_from(args)
+    _lean_allocators()
     try:
         agent = NodeAgent(config)
     except PartitionBusy as exc:

@@ -1,0 +1,42 @@
+"""`triage bench ingest` and `triage bench agent` at toy sizes: they measure what they claim
+(every spool row stored, both processes sampled) and turn a missed target into exit 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from triage.cli import main
+
+INGEST = ["bench", "ingest", "--json", "--ranks", "2", "--flushes", "3", "--collectives", "40",
+          "--naive-rows", "20"]
+
+
+def test_bench_ingest_counts_every_row_and_compares_with_the_old_spool_and_naive_inserts(capsys):
+    assert main([*INGEST, "--target", "1"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    # 2 ranks x 3 flushes x (1 step + 40 collectives + 1 heartbeat) + an events row per rank
+    assert r["rows"] == 2 * 3 * 42 + 2 and sum(r["rows_by_table"].values()) == r["rows"]
+    assert r["spool_segments"] == 6 and r["parquet_spool_files"] == 2 * 3 * 3 + 2
+    assert r["rows_per_s"] > 0 and r["parquet_spool_rows_per_s"] > 0 and r["naive_rows_per_s"] > 0
+    assert r["store_bytes_per_million_rows"] > 0
+
+
+def test_bench_ingest_exits_1_below_its_target(capsys):
+    assert main([*INGEST, "--target", "1e15"]) == 1
+
+
+@pytest.mark.slow
+def test_bench_agent_samples_the_agent_and_the_bare_exporter():
+    proc = subprocess.run([sys.executable, "-m", "triage.cli", "bench", "agent", "--json",
+                           "--seconds", "4", "--warmup", "1", "--scrape-interval", "1",
+                           "--ranks", "2", "--target-rss-mb", "1e9", "--target-cpu", "1"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout)
+    assert r["agent"]["peak_rss_mb"] > r["floor_prometheus_client"]["peak_rss_mb"] > 0
+    assert r["agent"]["scrapes"] >= 2 and r["agent"]["metrics_bytes"] > 0
+    assert r["spool_flushes_per_rank"] >= 3 and r["target_met"] is True
