@@ -13,7 +13,8 @@ flushes every second and an agent reads thousands of segments a minute, so per-f
 decide ingest speed: one file per flush instead of one per table, and IPC, which is written at
 a third of Parquet's cost and read by memory-mapping without a copy. Compression (LZ4 would
 shrink the spool 2.5x) halved ingest speed in `triage bench ingest` by decompression and
-allocation alone, and the spool lives only seconds when an agent or supervisor ingests it. The store, read for months, is compressed Parquet. Segments written by Triage before this
+allocation alone, and the spool lives only seconds when an agent or supervisor ingests it.
+The store, read for months, is compressed Parquet. Segments written by Triage before this
 layout, one Parquet file per table named `<seq:08d>.<table>.parquet`, are still read.
 
 Every row carries the identity columns (ARCHITECTURE.md "Identity"); times are unix seconds
