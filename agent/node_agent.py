@@ -20,7 +20,6 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-
 from triage.agent.config import AgentConfig
 from triage.agent.exporter import ExporterState
 from triage.agent.job_progress import PROGRESS_TABLES, read_progress

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from triage.collectors.records import GpuSample, HostSample
+import triage.store.writer as writer_mod
 from triage.store import (
     SCHEMA_VERSION, StoreConfig, StoreError, StoreWriter, apply_retention, compact, open_snapshot,
 )
@@ -116,6 +117,19 @@ def test_compaction_merges_small_segments_and_keeps_rows(tmp_path):
             assert after.con.execute("SELECT count(*), sum(end_time) FROM steps").fetchone() == (n, total)
         assert merged[0].rows == 300 and (merged[0].min_time, merged[0].max_time) == (0.0, 99.0)
         assert compact(w) == []  # nothing small left to merge
+
+
+def test_compaction_larger_than_a_row_group_is_written_part_by_part(tmp_path):
+    """Merged segments are streamed a row group at a time (an agent must not hold a whole
+    compacted segment in memory); the result is one segment with every row and true bounds."""
+    n = writer_mod._ROW_GROUP_ROWS
+    with StoreWriter(tmp_path, "node0") as w:
+        for k in range(3):
+            w.append_rows("steps", pa.table({"job_id": ["j"] * n, "step": pa.array(range(n), pa.int64()),
+                                             "end_time": pa.array([float(k * n + i) for i in range(n)])}))
+        (merged,) = compact(w)
+    assert merged.rows == 3 * n and (merged.min_time, merged.max_time) == (0.0, 3.0 * n - 1)
+    assert pq.ParquetFile(w.segment_path(merged)).metadata.num_row_groups == 3
 
 
 def test_append_records_stores_collector_records_in_their_tables(tmp_path):

@@ -51,6 +51,9 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         store=config_from_args(StoreConfig, args))
 
 
+_M_ARENA_MAX = -8  # glibc malloc.h
+
+
 def _lean_allocators() -> None:
     """An agent lives for months beside the training job, so its resident memory matters more
     than allocation speed: Arrow allocates from the C heap instead of its own mimalloc arenas,
@@ -61,9 +64,6 @@ def _lean_allocators() -> None:
         ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 2)
     except (OSError, AttributeError):  # not glibc: its default arenas it is
         pass
-
-
-_M_ARENA_MAX = -8  # glibc malloc.h
 
 
 def run(args: argparse.Namespace) -> int:

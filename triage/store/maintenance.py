@@ -53,8 +53,9 @@ def compact(writer: StoreWriter) -> list[Segment]:
         for run in runs:
             if len(run) < 2:
                 continue
-            rows = writer.query_arrow(f"SELECT * FROM {parquet_source([writer.segment_path(s) for s in run])}")
-            merged = writer.write_segment(table, writer.conform(table, rows)[0])
+            source = parquet_source([writer.segment_path(s) for s in run])
+            parts = writer.query_parts(f"SELECT * FROM {source}")
+            merged = writer.write_segment(table, (writer.conform(table, p)[0] for p in parts))
             added += [merged] if merged else []
             removed += run
     if removed:

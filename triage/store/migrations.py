@@ -46,7 +46,7 @@ def migrate(writer: "StoreWriter") -> list[int]:
         for table, select in step.rewrites.items():
             for old in writer.manifest.table_segments(table):
                 source = parquet_source([writer.segment_path(old)])
-                new = writer.write_segment(table, writer.query_arrow(f"SELECT {select} FROM {source}"))
+                new = writer.write_segment(table, writer.query_parts(f"SELECT {select} FROM {source}"))
                 added += [new] if new else []
                 removed.append(old)
         writer.commit(added, removed, schema_version=step.to_version)

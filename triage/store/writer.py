@@ -15,7 +15,7 @@ import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -116,28 +116,43 @@ class StoreWriter:
         dropped = sorted(set(data.column_names) - set(spec.schema.names))
         return pa.Table.from_arrays(columns, schema=spec.schema), dropped
 
-    def query_arrow(self, sql: str) -> pa.Table:
-        """The rows of a DuckDB query over segment files (compaction and migrations read so)."""
-        return self.con.sql(sql).to_arrow_table()
+    def query_parts(self, sql: str) -> Iterator[pa.Table]:
+        """The rows of a DuckDB query over segment files, a row group's worth at a time, so
+        compaction and migrations never hold a whole merged segment in memory."""
+        reader = self.con.sql(sql).to_arrow_reader(_ROW_GROUP_ROWS)
+        return (pa.Table.from_batches([batch]) for batch in reader)
 
-    def write_segment(self, table: str, data: pa.Table) -> Segment | None:
-        """Write `data` (already in the table's layout) as a new, not yet committed segment;
-        None if it has no rows."""
-        if data.num_rows == 0:
-            return None
+    def write_segment(self, table: str, data: pa.Table | Iterable[pa.Table]) -> Segment | None:
+        """Write `data` (already in the table's layout; one table or a stream of parts) as a
+        new, not yet committed segment; None if it has no rows."""
         rel = f"{table}/{self.manifest.generation + 1:08d}-{uuid.uuid4().hex[:12]}.parquet"
         path = self.dir / rel
-        path.parent.mkdir(exist_ok=True)
+        time_column = table_spec(table).time_column
+        rows, lo, hi = 0, None, None
+        out: pq.ParquetWriter | None = None
         try:
-            pq.write_table(data, path, compression="zstd", row_group_size=_ROW_GROUP_ROWS,
-                           use_dictionary=[f.name for f in data.schema if pa.types.is_string(f.type)])
+            for part in [data] if isinstance(data, pa.Table) else data:
+                if part.num_rows == 0:
+                    continue
+                if out is None:
+                    path.parent.mkdir(exist_ok=True)
+                    out = pq.ParquetWriter(path, part.schema, compression="zstd", use_dictionary=[
+                        f.name for f in part.schema if pa.types.is_string(f.type)])
+                out.write_table(part, row_group_size=_ROW_GROUP_ROWS)
+                rows += part.num_rows
+                bounds = pc.min_max(part.column(time_column))
+                lo = _extreme(min, lo, bounds["min"].as_py())
+                hi = _extreme(max, hi, bounds["max"].as_py())
+            if out is None:
+                return None
+            out.close()
             fsync_path(path)
         except BaseException:
+            if out is not None:
+                out.close()
             path.unlink(missing_ok=True)
             raise
-        bounds = pc.min_max(data.column(table_spec(table).time_column))
-        return Segment(table, rel, data.num_rows, path.stat().st_size,
-                       bounds["min"].as_py(), bounds["max"].as_py(), self.clock())
+        return Segment(table, rel, rows, path.stat().st_size, lo, hi, self.clock())
 
     def write_segments(self, tables: Mapping[str, pa.Table]) -> list[Segment]:
         """Write several tables' rows as new, not yet committed segments, two files at a time:
@@ -234,3 +249,8 @@ class StoreWriter:
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+def _extreme(pick: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:
+    """`pick` of two bounds, either of which may be unknown (a part with no times)."""
+    return b if a is None else a if b is None else pick(a, b)
