@@ -26,7 +26,6 @@ import pyarrow as pa
 
 from triage.store.config import StoreConfig
 from triage.store.layout import QUARANTINE_DIR, spool_node_dir, spool_nodes
-from triage.store.manifest import Segment
 from triage.store.schema import EVENT_SOURCE_STORE, TABLES, table_spec
 from triage.store.writer import PartitionBusy, StoreWriter
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name, read_segment
