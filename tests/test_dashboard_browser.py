@@ -103,3 +103,8 @@ def test_every_page_renders_in_chromium(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+    assert proc.returncode == 0
+    with socket.socket() as s:  # SIGTERM stopped Streamlit too: nothing listens on the port
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()

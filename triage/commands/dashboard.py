@@ -5,7 +5,7 @@ usage statistics are sent), listening on --bind (loopback by default) and --port
 the store through fresh snapshots while agents write, and refreshes the open page on its own.
 Pages are addressable: `/?page=job&job=ID`, `/?page=incident&job=ID&incident=0`.
 
-Exit codes: 0 stopped cleanly (Ctrl-C), 2 the data directory does not exist or the port is in
+Exit codes: 0 stopped cleanly (Ctrl-C or SIGTERM, which stop Streamlit too), 2 the data directory does not exist or the port is in
 use; otherwise Streamlit's own exit status.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -65,9 +66,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"triage dashboard: serving {data_dir} on http://{cfg.bind}:{cfg.port}/ (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     proc = subprocess.Popen(streamlit_command(cfg), env=env)
+    stopped = []
+
+    def stop(signum: int, _frame: object) -> None:
+        """SIGTERM stops the server too: without this, a service manager or test that stops
+        `triage dashboard` left Streamlit running, holding the port."""
+        stopped.append(signum)
+        proc.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
     try:
-        return proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
         return 0
+    return 0 if stopped else code
