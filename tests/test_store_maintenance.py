@@ -132,6 +132,40 @@ def test_compaction_larger_than_a_row_group_is_written_part_by_part(tmp_path):
     assert pq.ParquetFile(w.segment_path(merged)).metadata.num_row_groups == 3
 
 
+
+def test_compaction_fills_whole_row_groups_from_many_small_segments(tmp_path, monkeypatch):
+    """Parts span file boundaries, so merging small segments does not keep their small row
+    groups (readers skip by row group)."""
+    monkeypatch.setattr(writer_mod, "_ROW_GROUP_ROWS", 100)
+    with StoreWriter(tmp_path, "node0") as w:
+        for k in range(5):
+            w.append_rows("steps", _steps([float(k * 60 + i) for i in range(60)]))
+        (merged,) = compact(w)
+        meta = pq.ParquetFile(w.segment_path(merged)).metadata
+        rows = pq.read_table(w.segment_path(merged), columns=["end_time"]).column(0).to_pylist()
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [100, 100, 100]
+    assert rows == [float(t) for t in range(300)]  # segments' rows in time order, none lost
+
+
+def test_compaction_merges_segments_of_different_layouts(tmp_path):
+    """A segment lacking columns (written by an older layout) merges with current ones: each
+    part is conformed to the current layout, the missing column NULL."""
+    with StoreWriter(tmp_path, "node0") as w:
+        old = pa.table({"job_id": ["j"] * 3, "step": pa.array([0, 1, 2], pa.int64()),
+                        "end_time": [0.0, 1.0, 2.0]})
+        rel = "steps/00000000-old.parquet"
+        (w.dir / "steps").mkdir(exist_ok=True)
+        pq.write_table(old, w.dir / rel)
+        w.commit([Segment("steps", rel, 3, (w.dir / rel).stat().st_size, 0.0, 2.0, 1.0)])
+        w.append_rows("steps", [{"job_id": "j", "step": 3, "end_time": 3.0, "rank": 1}])
+        (merged,) = compact(w)
+    assert merged.rows == 4 and (merged.min_time, merged.max_time) == (0.0, 3.0)
+    with open_snapshot(tmp_path) as snap:
+        assert snap.sql("SELECT step, rank FROM steps ORDER BY step") == [
+            {"step": 0, "rank": None}, {"step": 1, "rank": None}, {"step": 2, "rank": None},
+            {"step": 3, "rank": 1}]
+
+
 def test_append_records_stores_collector_records_in_their_tables(tmp_path):
     gpu = GpuSample(time=5.0, node="node0", gpu=1, uuid="GPU-1", name="H100", serial=None,
                     pci_bus_id="0000:3b:00", simulated=True, temperature_celsius=71.0,

@@ -9,7 +9,6 @@ open fewer files. Replaced files stay on disk for `retire_grace_s` for snapshots
 from __future__ import annotations
 
 from triage.store.manifest import Segment
-from triage.store.sql import parquet_source
 from triage.store.writer import StoreWriter
 
 
@@ -37,7 +36,9 @@ def apply_retention(writer: StoreWriter, now: float | None = None) -> list[Segme
 
 
 def compact(writer: StoreWriter) -> list[Segment]:
-    """Merge runs of small segments per table, in time order; returns the new segments."""
+    """Merge runs of small segments per table, in time order; returns the new segments.
+    Each run is streamed part by part (conformed to the table's current layout), never held
+    whole in memory."""
     config = writer.config
     added: list[Segment] = []
     removed: list[Segment] = []
@@ -53,8 +54,7 @@ def compact(writer: StoreWriter) -> list[Segment]:
         for run in runs:
             if len(run) < 2:
                 continue
-            source = parquet_source([writer.segment_path(s) for s in run])
-            parts = writer.query_parts(f"SELECT * FROM {source}")
+            parts = writer.read_parts(run)
             merged = writer.write_segment(table, (writer.conform(table, p)[0] for p in parts))
             added += [merged] if merged else []
             removed += run

@@ -1,19 +1,21 @@
 """Schema migrations: how a partition written by an older Triage reaches `SCHEMA_VERSION`.
 
-Each step rewrites the segments of the tables it changes with a SELECT over the old segment
-(add a column with a default, rename, re-type), keeping every row, and commits the new segments
-and the new version in one manifest replacement; the old files are retired like compacted ones.
-A crash mid-step leaves the previous version live and orphans that the next open deletes, and
-the step runs again. Steps are history: never edit one, append the next.
+Each step rewrites the segments of the tables it changes with an Arrow function applied to the
+old segment a part at a time (add a column with a default, rename, re-type), keeping every row,
+and commits the new segments and the new version in one manifest replacement; the old files are
+retired like compacted ones. A crash mid-step leaves the previous version live and orphans that
+the next open deletes, and the step runs again. Steps are history: never edit one, append the
+next, and write it against the layout of its own version, not the current `schema`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
+
+import pyarrow as pa
 
 from triage.store.schema import SCHEMA_VERSION
-from triage.store.sql import parquet_source
 
 if TYPE_CHECKING:
     from triage.store.writer import StoreWriter
@@ -23,13 +25,19 @@ if TYPE_CHECKING:
 class Migration:
     to_version: int
     why: str
-    #: table -> SELECT list over the old segment (`*` is the old row) giving the new layout.
-    rewrites: dict[str, str]
+    #: table -> a part of an old segment (its rows in the previous layout) in the new layout.
+    rewrites: dict[str, Callable[[pa.Table], pa.Table]]
+
+
+def _events_from_ranks(part: pa.Table) -> pa.Table:
+    """v2 `events.source`: before it, ranks were the only writers of events."""
+    return part.append_column(pa.field("source", pa.string()),
+                              pa.repeat(pa.scalar("rank", pa.string()), part.num_rows))
 
 
 MIGRATIONS: list[Migration] = [
     Migration(2, "events say who wrote them (rank, store, supervisor); old rows came from ranks",
-              {"events": "*, 'rank' AS source"}),
+              {"events": _events_from_ranks}),
 ]
 
 if [m.to_version for m in MIGRATIONS] != list(range(2, SCHEMA_VERSION + 1)):
@@ -43,10 +51,9 @@ def migrate(writer: "StoreWriter") -> list[int]:
         if step.to_version <= writer.manifest.schema_version:
             continue
         added, removed = [], []
-        for table, select in step.rewrites.items():
+        for table, rewrite in step.rewrites.items():
             for old in writer.manifest.table_segments(table):
-                source = parquet_source([writer.segment_path(old)])
-                new = writer.write_segment(table, writer.query_parts(f"SELECT {select} FROM {source}"))
+                new = writer.write_segment(table, (rewrite(p) for p in writer.read_parts([old])))
                 added += [new] if new else []
                 removed.append(old)
         writer.commit(added, removed, schema_version=step.to_version)

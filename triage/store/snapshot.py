@@ -145,11 +145,11 @@ T = TypeVar("T")
 
 class Snapshot:
     def __init__(self, data_dir: str | os.PathLike[str], *, now: float | None = None,
-                 config: StoreConfig | None = None, threads: int | None = None) -> None:
+                 config: StoreConfig | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.now = time.time() if now is None else now
         config = config or StoreConfig()
-        self.con = duckdb.connect(config={"threads": threads} if threads else {})
+        self.con = duckdb.connect()
         self.con.execute("SET parquet_metadata_cache = true")
         files: dict[str, list[str]] = {t: [] for t in TABLES}
         #: node -> schema version of its partition at open
@@ -241,7 +241,6 @@ class Snapshot:
 
 
 def open_snapshot(data_dir: str | os.PathLike[str], *, now: float | None = None,
-                  config: StoreConfig | None = None, threads: int | None = None) -> Snapshot:
-    """A read-only view of the store as of now; use as a context manager. `threads` bounds
-    DuckDB's pool (default: one per core), for long-lived processes that read a little often."""
-    return Snapshot(data_dir, now=now, config=config, threads=threads)
+                  config: StoreConfig | None = None) -> Snapshot:
+    """A read-only view of the store as of now; use as a context manager."""
+    return Snapshot(data_dir, now=now, config=config)

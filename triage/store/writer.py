@@ -4,6 +4,9 @@ The writer holds an exclusive, non-blocking `flock` on the partition for its lif
 agent and a CLI that ingests "where no agent runs" never both write; readers take no lock at all
 (see `snapshot`). Every change is: write new segment files, fsync them, then replace the
 manifest; files that leave the manifest are deleted only after `retire_grace_s`.
+
+Writing needs only pyarrow, never DuckDB: the node agent is a writer with a small memory budget,
+and DuckDB (~55 MB resident) is left to the readers.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -68,7 +70,6 @@ class StoreWriter:
                                 "process to write it here") from None
         os.ftruncate(self._lock_fd, 0)
         os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
-        self.con = duckdb.connect()
         self.manifest = self._open_manifest()
         self._remove_orphans()
 
@@ -116,11 +117,30 @@ class StoreWriter:
         dropped = sorted(set(data.column_names) - set(spec.schema.names))
         return pa.Table.from_arrays(columns, schema=spec.schema), dropped
 
-    def query_parts(self, sql: str) -> Iterator[pa.Table]:
-        """The rows of a DuckDB query over segment files, a row group's worth at a time, so
-        compaction and migrations never hold a whole merged segment in memory."""
-        reader = self.con.sql(sql).to_arrow_reader(_ROW_GROUP_ROWS)
-        return (pa.Table.from_batches([batch]) for batch in reader)
+    def read_parts(self, segments: Iterable[Segment]) -> Iterator[pa.Table]:
+        """The rows of `segments`, file after file, in parts of `_ROW_GROUP_ROWS` rows, so
+        compaction and migrations never hold a whole merged segment in memory yet write full
+        row groups from many small files. A part is shorter only at the end, or where a file's
+        columns differ from the previous one's (a part has one schema, for `conform`)."""
+        pending: pa.Table | None = None
+        for batch in self._batches(segments):
+            part = pa.Table.from_batches([batch])
+            if pending is not None and not part.schema.equals(pending.schema):
+                if pending.num_rows:
+                    yield pending
+                pending = None
+            pending = part if pending is None else pa.concat_tables([pending, part])
+            while pending.num_rows >= _ROW_GROUP_ROWS:
+                yield pending.slice(0, _ROW_GROUP_ROWS)
+                pending = pending.slice(_ROW_GROUP_ROWS)
+        if pending is not None and pending.num_rows:
+            yield pending
+
+    def _batches(self, segments: Iterable[Segment]) -> Iterator[pa.RecordBatch]:
+        """The record batches of the segments' files in order, each file open only while read."""
+        for segment in segments:
+            with pq.ParquetFile(self.segment_path(segment)) as file:
+                yield from file.iter_batches(batch_size=_ROW_GROUP_ROWS)
 
     def write_segment(self, table: str, data: pa.Table | Iterable[pa.Table]) -> Segment | None:
         """Write `data` (already in the table's layout; one table or a stream of parts) as a
@@ -236,7 +256,6 @@ class StoreWriter:
 
     def close(self) -> None:
         if self._lock_fd >= 0:
-            self.con.close()
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = -1
 
