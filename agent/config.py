@@ -31,12 +31,8 @@ class AgentConfig:
         "help": "GPU health source: auto (NVML when it initialises, else none), nvml, sim "
                 "(simulated H100s, for machines without GPUs), none", "choices": AGENT_GPU_CHOICES})
     store_interval: float = field(default=15.0, metadata={
-        "help": "seconds between ingests of the ranks' spools and writes of the collectors' "
-                "records to the store", "metavar": "SECONDS"})
-    analyze_interval: float = field(default=60.0, metadata={
-        "help": "seconds between runs of the analyzers (goodput, stragglers) and reads of "
-                "incidents for the jobs with ranks on this node; they are slow signals (their "
-                "alerts wait 15 min and 1 h) and a run costs ~0.3 s of CPU on a busy node",
+        "help": "seconds between ingests of the ranks' spools, writes of the collectors' "
+                "records to the store and reads of the supervisor's incidents and job scores",
         "metavar": "SECONDS"})
     maintenance_interval: float = field(default=300.0, metadata={
         "help": "seconds between applications of retention and compaction to the node's "
@@ -60,7 +56,6 @@ class AgentConfig:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be in 0..65535, got {self.port}")
         for flag, value in {"--interval": self.interval, "--store-interval": self.store_interval,
-                            "--analyze-interval": self.analyze_interval,
                             "--maintenance-interval": self.maintenance_interval,
                             "--backoff-max": self.backoff_max,
                             "--job-expiry": self.job_expiry}.items():

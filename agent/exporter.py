@@ -22,6 +22,8 @@ from triage.agent.job_progress import STEP_TIME_BUCKETS, ProgressBatch
 from triage.agent.job_state import JobState, apply_batch
 from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, CLOCK_EVENT_REASONS
 from triage.collectors.records import GpuEvent, GpuSample
+from triage.store.job_results import JobScore
+from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.taxonomy import Category
 
 
@@ -101,23 +103,24 @@ class ExporterState:
                 self.jobs[job_id].incidents.update(
                     {c: n for c, n in counts.items() if c in self.jobs[job_id].incidents})
 
-    def set_analysis(self, job_id: str, goodput_ratio: float | None,
-                     straggler_scores: dict[int, float]) -> None:
+    def apply_scores(self, scores: Iterable[JobScore]) -> None:
+        """Take the supervisor's job scores, oldest first: the goodput ratio of each known job,
+        and the straggler scores of this node's ranks in the job's newest attempt."""
         with self.lock:
-            if job_id in self.jobs:
-                self.jobs[job_id].goodput_ratio = goodput_ratio
-                self.jobs[job_id].straggler_scores = dict(straggler_scores)
+            for s in scores:
+                job = self.jobs.get(s.job_id)
+                if job is None:
+                    continue
+                if s.name == GOODPUT_RATIO:
+                    job.goodput_ratio = s.value
+                elif (s.name == STRAGGLER_SCORE and s.node == self.node and s.rank is not None
+                      and s.attempt == job.attempt):
+                    job.straggler_scores[s.rank] = s.value
 
     # -- queries for the agent -----------------------------------------------------------------
     def known_jobs(self) -> list[str]:
         with self.lock:
             return sorted(self.jobs)
-
-    def running_jobs(self, now: float) -> list[str]:
-        """Jobs with a live rank on this node: the ones worth analysing."""
-        with self.lock:
-            return sorted(j for j, st in self.jobs.items()
-                          if st.live_ranks(now, self.live_window_s))
 
     def live_local_ranks(self, now: float, window_s: float) -> list[tuple[int, int | None, int | None]]:
         """(rank, local GPU, pid) of the live ranks of every job's newest attempt."""

@@ -144,14 +144,16 @@ CATALOG: tuple[MetricFamily, ...] = (
                  "first step); exported while the job runs.", "seconds"),
     MetricFamily("triage_straggler_score", _G, RANK_LABELS,
                  "The rank's step compute time over the job's median rank (1.0 = typical, "
-                 "2.0 = twice as slow)."),
+                 "2.0 = twice as slow), in the newest attempt; from the job's supervisor "
+                 "(`triage run`), which analyses the job every --score-interval."),
     MetricFamily("triage_job_step_time_seconds", _H, JOB_LABELS,
                  "Wall time of training steps.", "seconds"),
     MetricFamily("triage_job_tokens_per_second", _G, JOB_LABELS,
                  "Job throughput over the last steps."),
     MetricFamily("triage_job_goodput_ratio", _G, JOB_LABELS,
                  "Productive step time over time since the job's first start (Google's "
-                 "goodput definition).", "ratio"),
+                 "goodput definition); from the job's supervisor (`triage run`), which "
+                 "analyses the job every --score-interval.", "ratio"),
     MetricFamily("triage_job_restarts_total", _C, JOB_LABELS,
                  "Restarts of the job (attempts after the first); created at 0 when the job "
                  "is first seen."),
@@ -163,8 +165,8 @@ CATALOG: tuple[MetricFamily, ...] = (
                  "The job's configured checkpoint interval; the checkpoint-age alert allows "
                  "twice this (1 h when absent).", "seconds"),
     MetricFamily("triage_incidents_total", _C, JOB_LABELS + ("category", "layer"),
-                 "Failure verdicts by taxonomy category; every category is created at 0 when "
-                 "the job is first seen."),
+                 "Failure verdicts by taxonomy category, as the job's supervisor recorded them; "
+                 "every category is created at 0 when the job is first seen."),
     # The agent itself.
     MetricFamily("triage_agent_up", _G, AGENT_LABELS,
                  "1 while the agent's collection loop and store writer run; 0 when either has "

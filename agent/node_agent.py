@@ -1,12 +1,16 @@
 """The per-node agent: samples collectors, writes the node's store partition, feeds the exporter.
 
 One loop, on one thread, does everything on its own cadence: collectors every `interval`
-(each on its own schedule, with backoff when one raises), spool ingest and record writes every
-`store_interval` (batched, so the store sees a few segments per batch instead of one per
-sample), analyzers every `analyze_interval`, retention and compaction every
-`maintenance_interval`. The scrape thread only reads `ExporterState`. `NodeAgent` holds the
-partition's writer lock from construction to `close()`, so a second agent on the same
-partition fails at once with `PartitionBusy`.
+(each on its own schedule, with backoff when one raises), spool ingest, record writes and a
+look at the supervisor's conclusions (incidents, job scores) every `store_interval` (batched,
+so the store sees a few segments per batch instead of one per sample), retention and
+compaction every `maintenance_interval`. The scrape thread only reads `ExporterState`.
+`NodeAgent` holds the partition's writer lock from construction to `close()`, so a second
+agent on the same partition fails at once with `PartitionBusy`.
+
+The agent runs for months beside the training job on every node, so it holds no analytics
+engine: no DuckDB, no pandas, no analyzers. Job-level analysis runs once per job, in the
+supervisor, which records its results in the store for the agents to export.
 """
 
 from __future__ import annotations
@@ -23,8 +27,6 @@ from typing import Callable
 from triage.agent.config import AgentConfig
 from triage.agent.exporter import ExporterState
 from triage.agent.job_progress import PROGRESS_TABLES, read_progress
-from triage.analyzers.config import AnalyzerConfig
-from triage.analyzers.job_analysis import analyze_job
 from triage.agent.scheduler import ScheduledCollector
 from triage.collectors.gpu_backend import GpuCollector, make_gpu_collector
 from triage.collectors.host import HostCollector, process_alive
@@ -34,8 +36,8 @@ from triage.collectors.records import GpuEvent, GpuSample, Record
 from triage.collectors.sim_gpu import sim_kmsg_path
 from triage.collectors.xid_dedup import XidDeduplicator
 from triage.config import data_dir_from_env, node_name
-from triage.store import StoreWriter, apply_retention, compact, ingest_partition, open_snapshot
-from triage.store.job_data import load_job
+from triage.store import StoreWriter, apply_retention, compact, ingest_partition
+from triage.store.job_results import JobResultsReader
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +71,7 @@ class NodeAgent:
         self.node = config.node or node_name()
         # First, so a second agent on this partition stops before it touches anything.
         self.writer = StoreWriter(self.data_dir, self.node, config.store)
-        # The agent's batches are small: one DuckDB thread (for the progress reads, compaction
-        # and the analyzers' snapshots) costs far less CPU and memory than a pool per core.
-        self.writer.con.execute("SET threads = 1")
+        self.results = JobResultsReader(self.data_dir)
         self.state = ExporterState(self.node, live_window_s=config.store.heartbeat_timeout_s,
                                    job_expiry_s=config.job_expiry, clock=clock)
         self.dedup = XidDeduplicator()
@@ -103,9 +103,9 @@ class NodeAgent:
             self.state.register_collector(c.name)
         start = clock()
         self._next_store = start + config.store_interval
-        self._next_analysis = start + min(config.analyze_interval, config.store_interval)
         self._next_maintenance = start + config.maintenance_interval
         self.update_progress(start)  # jobs that ran before this agent started
+        self.read_results()
 
     # -- construction helpers ---------------------------------------------------------------
     def _kernel_log_collector(self, gpu: GpuCollector | None) -> KernelLogCollector:
@@ -141,9 +141,6 @@ class NodeAgent:
         if now >= self._next_store:
             self._next_store = now + self.config.store_interval
             self.store_batch(now)
-        if now >= self._next_analysis:
-            self._next_analysis = now + self.config.analyze_interval
-            self.analyze(now)
         if now >= self._next_maintenance:
             self._next_maintenance = now + self.config.maintenance_interval
             self.maintain(now)
@@ -190,6 +187,7 @@ class NodeAgent:
             self.state.set_agent_up(False)
             return
         self.state.set_agent_up(True)
+        self.read_results()
 
     def update_progress(self, now: float) -> None:
         """Feed the exporter the progress rows of the segments it has not read yet."""
@@ -201,35 +199,21 @@ class NodeAgent:
                 files.setdefault(s.table, []).append(self.writer.segment_path(s))
         self._seen_segments = current
         if files:
-            self.state.apply_progress(read_progress(self.writer.con, files), now)
+            self.state.apply_progress(read_progress(files), now)
 
-    def analyze(self, now: float) -> None:
-        """Incident counts for every known job; goodput and stragglers for running ones."""
+    def read_results(self) -> None:
+        """The supervisor's incident counts and newest job scores for the jobs known here."""
         jobs = self.state.known_jobs()
         if not jobs:
             return
-        running = set(self.state.running_jobs(now))
         try:
-            with open_snapshot(self.data_dir, now=now, config=self.config.store, threads=1) as snap:
-                counts: dict[str, dict[str, int]] = {}
-                for job_id, category, n in snap.con.execute(
-                        "SELECT job_id, category, count(*) FROM incidents "
-                        "WHERE list_contains($1, job_id) GROUP BY ALL", [jobs]).fetchall():
-                    counts.setdefault(job_id, {})[category] = int(n)
-                for job_id in jobs:
-                    self.state.set_incidents(job_id, counts.get(job_id, {}))
-                for job_id in sorted(running):
-                    try:
-                        result = analyze_job(load_job(snap.con, job_id), AnalyzerConfig(now=now))
-                    except Exception:  # noqa: BLE001 - one job's analysis must not stop others
-                        log.exception("analysing job %s failed; its goodput and straggler "
-                                      "scores are not updated", job_id)
-                        continue
-                    self.state.set_analysis(
-                        job_id, result.goodput.ratio,
-                        {s.rank: s.score for s in result.stragglers if s.node == self.node})
-        except Exception:  # noqa: BLE001
-            log.exception("reading the store for incidents failed; retried at the next analysis")
+            self.results.refresh()
+            for job_id, counts in self.results.incident_counts(jobs).items():
+                self.state.set_incidents(job_id, counts)
+            self.state.apply_scores(self.results.new_scores(jobs))
+        except Exception:  # noqa: BLE001 - the exported values wait for the next batch
+            log.exception("reading the supervisor's results in %s failed; incidents and job "
+                          "scores are not updated this batch", self.results.dir)
 
     def maintain(self, now: float) -> None:
         try:

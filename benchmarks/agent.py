@@ -1,8 +1,9 @@
 """The agent's own cost on a busy node: CPU (share of one core, from /proc/<pid>/stat utime +
 stime) and peak RSS (VmHWM) of `triage agent` with 8 simulated GPUs sampled every second while
 8 ranks' synthetic spools grow by a flush per second (a steps row, a heartbeat and
-`--collectives` collective rows per rank, in one segment, as `SpoolWriter` writes them) and /metrics is scraped every `--scrape-interval` seconds. Beside it, in the same run and
-window, the floor: prometheus_client's bare exporter (`start_http_server` with the default
+`--collectives` collective rows per rank, in one segment, as `SpoolWriter` writes them), the
+job's supervisor records its scores every minute as `triage run` does, and /metrics is scraped
+every `--scrape-interval` seconds. Beside it, in the same run and window, the floor: prometheus_client's bare exporter (`start_http_server` with the default
 registry) scraped the same way. Targets: at most 2% of one core and 200 MB RSS; exit 1 above.
 """
 
@@ -24,9 +25,14 @@ from pathlib import Path
 import pyarrow as pa
 
 from triage.config import ConfigError, add_config_args, config_from_args
+from triage.store import StoreWriter
+from triage.store.layout import SUPERVISOR_PARTITION
+from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES, write_segment, writer_dir
 
 NODE, JOB = "bench-node", "bench-job"
+#: Seconds between the supervisor's analyses (`triage run --score-interval`'s default).
+SCORE_INTERVAL_S = 60
 _FLOOR = ("import sys, time; from prometheus_client import start_http_server; "
           "start_http_server(int(sys.argv[1]), addr='127.0.0.1'); time.sleep(1e9)")
 
@@ -76,6 +82,7 @@ class SpoolRanks:
     """`ranks` synthetic ranks of one job, flushing once a second like `SpoolWriter`."""
 
     def __init__(self, data_dir: Path, ranks: int, collectives: int) -> None:
+        self.data_dir = data_dir
         self.dirs = [writer_dir(data_dir, NODE, JOB, 0, r, os.getpid()) for r in range(ranks)]
         self.collectives = collectives
         self.seq = 0
@@ -113,9 +120,21 @@ class SpoolRanks:
         self.seq += 1
         self.step += 1
 
+    def record_scores(self) -> None:
+        """The rows `triage run` records per analysis: the goodput ratio and a straggler score
+        per rank, in the supervisor's partition, which the agent reads at every store batch."""
+        t = time.time()
+        rows = [{"job_id": JOB, "attempt": 0, "time": t, "name": GOODPUT_RATIO, "value": 0.9}]
+        rows += [{"job_id": JOB, "attempt": 0, "time": t, "name": STRAGGLER_SCORE, "rank": r,
+                  "node": NODE, "value": 1.0} for r in range(len(self.dirs))]
+        with StoreWriter(self.data_dir, SUPERVISOR_PARTITION) as writer:
+            writer.append_rows("job_scores", rows)
+
     def _run(self) -> None:
         while not self.stop.wait(1.0):
             self.flush()
+            if self.step % SCORE_INTERVAL_S == 0:
+                self.record_scores()
 
 
 def _wait_serving(proc: subprocess.Popen, port: int, timeout: float = 60.0) -> None:
@@ -145,17 +164,23 @@ def measure(cfg: AgentBenchConfig) -> dict:
         stop_scrapes = threading.Event()
         scrapes = {"agent": 0, "floor": 0}
         metric_bytes = {"agent": 0, "floor": 0}
+        exported_scores = False
 
         def scrape_loop() -> None:
+            nonlocal exported_scores
             while not stop_scrapes.wait(cfg.scrape_interval):
                 for name, port in (("agent", agent_port), ("floor", floor_port)):
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                        metric_bytes[name] = len(r.read())
+                        body = r.read()
+                    metric_bytes[name] = len(body)
                     scrapes[name] += 1
+                    if name == "agent" and f'triage_job_goodput_ratio{{job="{JOB}"}}'.encode() in body:
+                        exported_scores = True
 
         try:
             _wait_serving(agent, agent_port)
             _wait_serving(floor, floor_port)
+            spool.record_scores()
             spool.thread.start()
             scraper = threading.Thread(target=scrape_loop, daemon=True)
             scraper.start()
@@ -185,7 +210,8 @@ def measure(cfg: AgentBenchConfig) -> dict:
         "spool_flushes_per_rank": spool.step, "scrape_interval_s": cfg.scrape_interval,
         "agent": {"cpu_share_of_one_core": round(cpu["agent"] / wall, 4),
                   "peak_rss_mb": round(rss["agent"] / 1e6, 1), "scrapes": scrapes["agent"],
-                  "metrics_bytes": metric_bytes["agent"]},
+                  "metrics_bytes": metric_bytes["agent"],
+                  "exported_supervisor_scores": exported_scores},
         "floor_prometheus_client": {"cpu_share_of_one_core": round(cpu["floor"] / wall, 4),
                                     "peak_rss_mb": round(rss["floor"] / 1e6, 1),
                                     "scrapes": scrapes["floor"],

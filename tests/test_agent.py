@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ from triage.agent.node_agent import BUSY_UTILIZATION, NodeAgent
 from triage.collectors.gpu_backend import GpuConfig
 from triage.collectors.kernel_log import KernelLogConfig
 from triage.fault_schedule import GpuFault, append_fault
-from triage.store import open_snapshot
+from triage.store import StoreWriter, open_snapshot
+from triage.store.layout import SUPERVISOR_PARTITION
 
 sys.path.insert(0, str(Path(__file__).parent))
 from store_spools import write_rank  # noqa: E402
@@ -154,6 +156,50 @@ def test_ranks_spools_are_ingested_and_their_gpus_busy(tmp_path):
         assert snap.count("steps") == 4
 
 
+def record_supervisor_results(data_dir: Path, t: float, goodput: float,
+                              stragglers: dict[tuple[int, str], float], attempt: int = 0) -> None:
+    """What `triage run` records while it watches job1: scores, and one incident."""
+    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as w:
+        w.append_rows("job_scores", [
+            {"job_id": "job1", "attempt": attempt, "time": t, "name": "goodput_ratio",
+             "value": goodput},
+            *({"job_id": "job1", "attempt": attempt, "time": t, "name": "straggler_score",
+               "rank": rank, "node": node, "value": v} for (rank, node), v in stragglers.items())])
+        w.append_rows("incidents", [{"job_id": "job1", "attempt": attempt, "time": t,
+                                     "category": "gpu_fallen_off_bus", "layer": "hardware"}])
+
+
+def test_supervisor_scores_and_incidents_are_exported_for_this_nodes_ranks(tmp_path):
+    now = time.time()
+    for rank in (0, 1):
+        write_rank(tmp_path, "n0", "job1", 0, rank, steps=3, t0=now - 5, pid=os.getpid())
+    record_supervisor_results(tmp_path, now - 60, 0.5, {(0, "n0"): 1.0, (1, "n0"): 1.2})
+    agent = make_agent(tmp_path, kernel=KernelLogConfig("none"))
+    try:
+        agent.store_batch(now)
+        first = metrics(agent)
+        # A newer analysis; rank 5 lives on another node, whose agent exports it.
+        record_supervisor_results(tmp_path, now, 0.75, {(1, "n0"): 1.6, (5, "n1"): 2.0})
+        agent.store_batch(now + 15)
+        second = metrics(agent)
+        # Scores of an attempt older than the one running here are not this attempt's.
+        record_supervisor_results(tmp_path, now + 20, 0.7, {(1, "n0"): 9.0}, attempt=-1)
+        agent.store_batch(now + 30)
+        third = metrics(agent)
+    finally:
+        agent.close()
+    assert value(first, "triage_job_goodput_ratio", job="job1") == 0.5
+    assert value(first, "triage_straggler_score", job="job1", rank=1, node="n0") == 1.2
+    assert value(first, "triage_incidents_total", job="job1", category="gpu_fallen_off_bus") == 1
+    assert value(second, "triage_job_goodput_ratio", job="job1") == 0.75
+    assert value(second, "triage_straggler_score", job="job1", rank=1, node="n0") == 1.6
+    assert value(second, "triage_straggler_score", job="job1", rank=0, node="n0") == 1.0
+    assert value(second, "triage_straggler_score", job="job1", rank=5) is None
+    assert value(second, "triage_incidents_total", job="job1", category="gpu_fallen_off_bus") == 2
+    assert value(third, "triage_straggler_score", job="job1", rank=1, node="n0") == 1.6
+    assert value(third, "triage_incidents_total", job="job1", category="gpu_fallen_off_bus") == 3
+
+
 # -- the command, as a process ---------------------------------------------------------------
 
 def free_port() -> int:
@@ -179,6 +225,43 @@ def wait_serving(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> No
         except OSError:
             time.sleep(0.1)
     raise AssertionError("agent did not start serving")
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict, float]]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+@pytest.mark.slow
+def test_agent_process_exports_supervisor_scores_without_duckdb_or_pandas(tmp_path):
+    now = time.time()
+    write_rank(tmp_path, "n0", "job1", 0, 0, steps=3, t0=now - 5, pid=os.getpid())
+    record_supervisor_results(tmp_path, now, 0.625, {(0, "n0"): 1.25})
+    port = free_port()
+    agent = start_agent(tmp_path, port, "--interval", "0.5", "--store-interval", "0.5")
+    try:
+        wait_serving(agent, port)
+        deadline = time.monotonic() + 30
+        while (m := scrape(port)) and value(m, "triage_job_goodput_ratio", job="job1") is None:
+            assert time.monotonic() < deadline, "the supervisor's goodput was never exported"
+            time.sleep(0.2)
+        assert value(m, "triage_straggler_score", job="job1", rank=0, node="n0") == 1.25
+        assert value(m, "triage_job_goodput_ratio", job="job1") == 0.625
+        # The agent's memory budget: the analytics engines stay out of its process.
+        mapped = Path(f"/proc/{agent.pid}/maps").read_text()
+        assert "/duckdb/" not in mapped and "_duckdb" not in mapped
+        assert "/pandas/" not in mapped
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode == 0, err
 
 
 @pytest.mark.slow

@@ -35,14 +35,16 @@ def train_command(summary: Path, *args: str, nnodes: int = 1, nproc: int = 2) ->
 
 
 def supervise(tmp_path: Path, name: str, *inject: str, agents: str = "none", nnodes: int = 1,
-              nproc: int = 2, max_restarts: int = 3) -> tuple[JobReport, dict, Path]:
+              nproc: int = 2, max_restarts: int = 3, score_interval: float = 60.0
+              ) -> tuple[JobReport, dict, Path]:
     """Run one supervised job; (report, the last attempt's summary, data dir)."""
     data_dir = tmp_path / name
     summary = data_dir / "summary.json"
     cmd = train_command(summary, *[a for spec in inject for a in ("--inject", spec)],
                         nnodes=nnodes, nproc=nproc)
     cfg = SupervisorConfig(job_id=name, data_dir=str(data_dir), backoff=0.0, grace=5.0,
-                           hang_timeout=20.0, max_restarts=max_restarts, agents=agents)
+                           hang_timeout=20.0, max_restarts=max_restarts, agents=agents,
+                           score_interval=score_interval)
     report = Supervisor(cfg, cmd).run()
     assert not job_processes(name), "processes of the job outlived it"
     assert all(not a.orphans for a in report.attempts)
@@ -70,7 +72,8 @@ def clean_losses(tmp_path_factory) -> dict[int, float]:
 
 
 def test_restart_after_a_crash_reproduces_the_clean_losses(tmp_path, clean_losses):
-    report, summary, data_dir = supervise(tmp_path, "crash", "kill@step=6,rank=1")
+    report, summary, data_dir = supervise(tmp_path, "crash", "kill@step=6,rank=1",
+                                          score_interval=3.0)
     first, second = report.attempts
     assert report.status == "completed" and first.outcome == "failed"
     assert first.detection in ("rank_exit", "launcher_exit") and first.action == "restart"
@@ -81,6 +84,17 @@ def test_restart_after_a_crash_reproduces_the_clean_losses(tmp_path, clean_losse
         s: clean_losses[s] for s in range(5, STEPS + 1)}
     _, outcomes = stored(data_dir, "crash")
     assert outcomes == [{"attempt": 0, "status": "failed"}, {"attempt": 1, "status": "completed"}]
+    # Job scores for the agents to export: while an attempt runs (every --score-interval) and
+    # when it ends; straggler scores for the attempt's ranks.
+    with open_snapshot(data_dir) as snap:
+        scores = snap.sql("SELECT attempt, time, name, rank, value FROM job_scores "
+                          "WHERE job_id = 'crash' ORDER BY time")
+    goodput = [s for s in scores if s["name"] == "goodput_ratio"]
+    assert {s["attempt"] for s in goodput} == {0, 1}
+    assert all(0.0 < s["value"] <= 1.0 for s in goodput)
+    assert any(s["attempt"] == 1 and s["time"] < second.ended - 1.0 for s in goodput)
+    assert {s["rank"] for s in scores if s["name"] == "straggler_score" and s["attempt"] == 1
+            } == {0, 1}
 
 
 def test_gpu_fault_restarts_without_the_node_at_the_smaller_world_size(tmp_path):

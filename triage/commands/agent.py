@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.abc
 import logging
 import signal
 import sys
@@ -54,11 +55,23 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
 _M_ARENA_MAX = -8  # glibc malloc.h
 
 
-def _lean_allocators() -> None:
+class _WithoutPandas(importlib.abc.MetaPathFinder):
+    """pyarrow imports pandas the first time it builds an array, only to ask whether its input
+    is a pandas object. The agent never hands it one, and pandas would be ~35 MB of its RSS."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is kept out of `triage agent` (its memory budget); "
+                              "job analysis belongs in the supervisor or `triage analyze`")
+        return None
+
+
+def _lean_process() -> None:
     """An agent lives for months beside the training job, so its resident memory matters more
-    than allocation speed: Arrow allocates from the C heap instead of its own mimalloc arenas,
-    and glibc keeps two arenas instead of eight per core for the agent's few threads (about
-    10 MB of peak RSS in `triage bench agent`)."""
+    than allocation speed: no pandas (see `_WithoutPandas`); Arrow allocates from the C heap
+    instead of its own mimalloc arenas, and glibc keeps two arenas instead of eight per core
+    for the agent's few threads (about 10 MB of peak RSS in `triage bench agent`)."""
+    sys.meta_path.insert(0, _WithoutPandas())
     pa.set_memory_pool(pa.system_memory_pool())
     try:
         ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 2)
@@ -70,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = config_from(args)
-    _lean_allocators()
+    _lean_process()
     try:
         agent = NodeAgent(config)
     except PartitionBusy as exc:

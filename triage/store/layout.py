@@ -23,6 +23,9 @@ STORE_DIR = "store"
 MANIFEST_NAME = "MANIFEST.json"
 LOCK_NAME = ".writer.lock"
 QUARANTINE_DIR = "quarantine"
+#: The partition `triage run` writes its conclusions to (incidents, attempt outcomes, job
+#: scores), apart from the node agents' partitions so it never contends with them.
+SUPERVISOR_PARTITION = "supervisor"
 
 
 def partition_dir(data_dir: str | os.PathLike[str], node: str) -> Path:

@@ -100,6 +100,19 @@ ATTEMPT_OUTCOMES = pa.schema([
 
 ATTEMPT_STATUSES = ("running", "completed", "failed", "preempted")
 
+#: The job-level figures the supervisor computes while a job runs (one analysis per job, not
+#: one per node), for the node agents to export: a long table, one row per figure.
+JOB_SCORES = pa.schema([
+    pa.field("job_id", pa.string()), pa.field("attempt", pa.int32()),
+    pa.field("time", pa.float64()),  # when the analysis ran
+    pa.field("name", pa.string()),  # one of JOB_SCORE_NAMES
+    pa.field("rank", pa.int32()),  # NULL for a figure of the whole job
+    pa.field("node", pa.string()),  # the rank's node
+    pa.field("value", pa.float64()),
+])
+GOODPUT_RATIO, STRAGGLER_SCORE = "goodput_ratio", "straggler_score"
+JOB_SCORE_NAMES = (GOODPUT_RATIO, STRAGGLER_SCORE)
+
 _SPOOL_TIME = {"ranks": "start_time", "steps": "end_time", "collectives": "enter_time",
                "events": "time", "heartbeats": "time"}
 
@@ -120,6 +133,7 @@ TABLES: dict[str, TableSpec] = {
     "events": TableSpec("events", _EVENTS, "time", {"source": EVENT_SOURCE_RANK}),
     "incidents": TableSpec("incidents", INCIDENTS, "time"),
     "attempt_outcomes": TableSpec("attempt_outcomes", ATTEMPT_OUTCOMES, "time"),
+    "job_scores": TableSpec("job_scores", JOB_SCORES, "time"),
     **{name: TableSpec(name, schema_from_dataclass(cls), "time")
        for cls, name in RECORD_TABLES.items()},
 }

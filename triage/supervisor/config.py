@@ -27,6 +27,10 @@ class SupervisorConfig:
     startup_timeout: float = field(default=300.0, metadata={
         "help": "seconds an attempt may take to its first stored step before it counts as hung",
         "metavar": "S"})
+    score_interval: float = field(default=60.0, metadata={
+        "help": "seconds between analyses of the running job whose goodput ratio and straggler "
+                "scores the node agents export (slow signals: their alerts wait 15 min and 1 h)",
+        "metavar": "S"})
     data_dir: str | None = field(default=None, metadata={
         "help": "site data directory (default: env TRIAGE_DATA_DIR, else ./triage-data)"})
     agents: str = field(default="auto", metadata={
@@ -48,6 +52,7 @@ class SupervisorConfig:
                 raise ConfigError(f"{flag} must be >= 0, got {value}")
         for flag, value in {"--hang-timeout": self.hang_timeout,
                             "--startup-timeout": self.startup_timeout,
+                            "--score-interval": self.score_interval,
                             "--agent-interval": self.agent_interval}.items():
             if value is not None and value <= 0:
                 raise ConfigError(f"{flag} must be > 0, got {value}")

@@ -3,7 +3,8 @@ analyzers' verdict once it ended, and the incident and outcome it records about 
 
 The store is the one source: the ranks' spools (ingested by the node agents, or by the
 supervisor itself where no agent runs) and the agents' GPU and kernel-log records. The
-supervisor writes its own partition (node `supervisor`), so it never contends with an agent.
+supervisor writes its own partition (`SUPERVISOR_PARTITION`), so it never contends with an
+agent; the node agents export what it records there (incidents, job scores).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from pathlib import Path
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
-from triage.store import StoreWriter, ingest_spools, open_snapshot
+from triage.store import StoreWriter, compact, ingest_spools, open_snapshot
 from triage.store.job_data import load_job
-from triage.store.layout import spool_nodes
+from triage.store.layout import SUPERVISOR_PARTITION, spool_nodes
+from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.verdict import Verdict
 
-#: The supervisor's store partition.
-SUPERVISOR_NODE = "supervisor"
+#: Small job-score segments the supervisor's partition holds before it merges them: one is
+#: written per analysis (every `--score-interval`), and readers open every file.
+_COMPACT_AT_SEGMENTS = 32
 #: Throughput is measured over the steps that ended in this many recent seconds.
 _RATE_WINDOW_S = 10.0
 
@@ -97,7 +100,7 @@ def record_attempt(data_dir: Path, job_id: str, attempt: int, *, status: str,
                    action: str | None) -> None:
     """The attempt's outcome, and its root cause with the action taken, in the store."""
     now = time.time()
-    with StoreWriter(data_dir, SUPERVISOR_NODE) as writer:
+    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
         if verdict is not None:
             d = verdict.to_dict()
             d["action"] = action or d["action"]
@@ -112,3 +115,23 @@ def record_attempt(data_dir: Path, job_id: str, attempt: int, *, status: str,
         writer.append_rows("attempt_outcomes", [{
             "job_id": job_id, "attempt": attempt, "time": now, "status": status,
             "exit_code": exit_code, "reason": reason}])
+
+
+def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
+    """The job's goodput ratio and its ranks' straggler scores in `attempt`, as the node agents
+    export them (`triage_job_goodput_ratio`, `triage_straggler_score`); rows written."""
+    now = time.time()
+    rows = [{"job_id": analysis.job_id, "attempt": attempt, "time": now, "name": STRAGGLER_SCORE,
+             "rank": s.rank, "node": s.node, "value": s.score}
+            for s in analysis.stragglers if s.attempt == attempt]
+    ratio = analysis.goodput.ratio
+    if ratio is not None:
+        rows.append({"job_id": analysis.job_id, "attempt": attempt, "time": now,
+                     "name": GOODPUT_RATIO, "rank": None, "node": None, "value": ratio})
+    if not rows:
+        return 0
+    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
+        writer.append_rows("job_scores", rows)
+        if len(writer.manifest.table_segments("job_scores")) >= _COMPACT_AT_SEGMENTS:
+            compact(writer)
+    return len(rows)

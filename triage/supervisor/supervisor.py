@@ -9,6 +9,7 @@ verdict recorded as an incident, and `policy.decide` picks the next move.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -18,18 +19,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.job_analysis import JobAnalysis
 from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
                            ENV_RESUME_BEFORE_STEP, ENV_SKIP_STEPS, data_dir_from_env)
 from triage.store.layout import spool_node_dir, spool_nodes
 from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.observe import (Progress, analyze, ingest_pending, read_progress,
-                                       record_attempt, root_verdict)
+                                       record_attempt, record_scores, root_verdict)
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import job_processes, rank_processes, stop_job
 from triage.taxonomy import Category
 from triage.trainer_hooks.spool_schema import parse_segment_name
 from triage.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 #: A rank that exited while others still run is a failure once this much time has passed
 #: without the launcher ending the job itself (ranks of a completed job exit together).
@@ -297,7 +301,7 @@ class Supervisor:
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = (None if progress.first_step is None
                                     else progress.first_step - 1)
-        verdict = None
+        verdict, analysis = None, None
         if outcome != "completed":
             analysis = analyze(self.data_dir, self.job_id, self._analyzer_config())
             verdict = root_verdict(analysis, attempt)
@@ -310,6 +314,7 @@ class Supervisor:
                                   f"(last step {progress.last_step}) while ranks still ran",
                                   first_seen=progress.last_progress)
         report.verdict = None if verdict is None else verdict.to_dict()
+        self._score(attempt, analysis)
         report.diagnosed_at = time.time()
         c = None if verdict is None else verdict.culprit
         return AttemptResult(
@@ -324,6 +329,7 @@ class Supervisor:
         seen: set[int] = set()
         first_gone: float | None = None
         next_probe = 0.0
+        next_score = started + self.cfg.score_interval
         progress = Progress()
         while True:
             self._stops.check()
@@ -349,7 +355,22 @@ class Supervisor:
                 if now - (progress.last_progress or started) > self._hang_limit(progress):
                     return "hung", "hang", progress
                 next_probe = now + _PROBE_S
+            if now >= next_score:
+                self._score(attempt)
+                next_score = time.time() + self.cfg.score_interval
             time.sleep(_POLL_S)
+
+    def _score(self, attempt: int, analysis: JobAnalysis | None = None) -> None:
+        """Record the job's goodput and straggler scores for the node agents to export: one
+        analysis per job, here, instead of one per node. A failure costs this round only."""
+        try:
+            if analysis is None:
+                analysis = analyze(self.data_dir, self.job_id, self._analyzer_config())
+            if analysis is not None:
+                record_scores(self.data_dir, analysis, attempt)
+        except Exception:  # noqa: BLE001 - the job is watched on; the next round retries
+            log.exception("scoring job %s failed; its goodput and straggler scores are not "
+                          "updated this round", self.job_id)
 
     def _hang_limit(self, progress: Progress) -> float:
         if progress.last_step is None:
