@@ -3,6 +3,7 @@ spool ingest into the store, clean shutdown, and its refusals (second agent, por
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -38,14 +40,18 @@ def make_agent(tmp_path: Path, **kw) -> NodeAgent:
     return NodeAgent(config)
 
 
-def metrics(agent: NodeAgent) -> dict[str, list[tuple[dict, float]]]:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(agent.state))
+def parse_metrics(text: str) -> dict[str, list[tuple[dict, float]]]:
     out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+    for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             out.setdefault(s.name, []).append((s.labels, s.value))
     return out
+
+
+def metrics(agent: NodeAgent) -> dict[str, list[tuple[dict, float]]]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StateCollector(agent.state))
+    return parse_metrics(generate_latest(registry).decode())
 
 
 def value(m, name: str, **match) -> float | None:
@@ -229,12 +235,28 @@ def wait_serving(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> No
 
 def scrape(port: int) -> dict[str, list[tuple[dict, float]]]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
+        return parse_metrics(r.read().decode())
+
+
+@contextlib.contextmanager
+def running_agent(data_dir: Path, port: int, *extra: str) -> Iterator[subprocess.Popen]:
+    """A `triage agent` serving on `port`; killed on the way out if the test left it running."""
+    agent = start_agent(data_dir, port, *extra)
+    try:
+        wait_serving(agent, port)
+        yield agent
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.communicate()
+
+
+def stop_cleanly(agent: subprocess.Popen) -> str:
+    """SIGTERM, as a service manager stops it: exit 0 after the final flush; its stderr."""
+    agent.send_signal(signal.SIGTERM)
+    _, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err
+    return err
 
 
 @pytest.mark.slow
@@ -243,9 +265,7 @@ def test_agent_process_exports_supervisor_scores_without_duckdb_or_pandas(tmp_pa
     write_rank(tmp_path, "n0", "job1", 0, 0, steps=3, t0=now - 5, pid=os.getpid())
     record_supervisor_results(tmp_path, now, 0.625, {(0, "n0"): 1.25})
     port = free_port()
-    agent = start_agent(tmp_path, port, "--interval", "0.5", "--store-interval", "0.5")
-    try:
-        wait_serving(agent, port)
+    with running_agent(tmp_path, port, "--interval", "0.5", "--store-interval", "0.5") as agent:
         deadline = time.monotonic() + 30
         while (m := scrape(port)) and value(m, "triage_job_goodput_ratio", job="job1") is None:
             assert time.monotonic() < deadline, "the supervisor's goodput was never exported"
@@ -256,20 +276,13 @@ def test_agent_process_exports_supervisor_scores_without_duckdb_or_pandas(tmp_pa
         mapped = Path(f"/proc/{agent.pid}/maps").read_text()
         assert "/duckdb/" not in mapped and "_duckdb" not in mapped
         assert "/pandas/" not in mapped
-        agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=60)
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-    assert agent.returncode == 0, err
+        stop_cleanly(agent)
 
 
 @pytest.mark.slow
 def test_sigterm_flushes_spools_and_second_agent_or_busy_port_exit_2(tmp_path):
     port = free_port()
-    agent = start_agent(tmp_path, port, "--store-interval", "600")
-    try:
-        wait_serving(agent, port)
+    with running_agent(tmp_path, port, "--store-interval", "600") as agent:
         second = start_agent(tmp_path, free_port())
         _, err = second.communicate(timeout=60)
         assert second.returncode == 2, err
@@ -281,12 +294,7 @@ def test_sigterm_flushes_spools_and_second_agent_or_busy_port_exit_2(tmp_path):
         # Written while the agent runs; its next store batch is 10 min away: only the
         # shutdown flush can store these rows.
         write_rank(tmp_path, "n0", "job1", 0, 0, steps=3, t0=time.time())
-        agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=60)
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-    assert agent.returncode == 0, err
+        err = stop_cleanly(agent)
     assert "flushed" in err
     with open_snapshot(tmp_path) as snap:
         assert snap.count("steps") == 3
