@@ -111,6 +111,8 @@ class ExporterState:
                 job = self.jobs.get(s.job_id)
                 if job is None:
                     continue
+                if s.run_id != job.run_id:
+                    continue  # another run of this job id (an older one, or one not seen yet)
                 if s.name == GOODPUT_RATIO:
                     job.goodput_ratio = s.value
                 elif (s.name == STRAGGLER_SCORE and s.node == self.node and s.rank is not None

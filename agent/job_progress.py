@@ -37,9 +37,11 @@ RECENT_STEPS = 20
 
 @dataclass(frozen=True)
 class RankUpdate:
-    """One rank of one attempt, aggregated over the new rows; None where they say nothing."""
+    """One rank of one attempt of a run, aggregated over the new rows; None where they say
+    nothing. `run_id` "" stands for rows without one (a job started without `triage run`)."""
 
     job_id: str
+    run_id: str
     attempt: int
     rank: int
     node: str | None = None
@@ -56,6 +58,7 @@ class RankUpdate:
 @dataclass(frozen=True)
 class RecentStep:
     job_id: str
+    run_id: str
     attempt: int
     rank: int
     step: int
@@ -73,7 +76,7 @@ class ProgressBatch:
     last_checkpoint: dict[str, float] = field(default_factory=dict)
 
 
-_KEYS = ("job_id", "attempt", "rank")
+_KEYS = ("job_id", "run_id", "attempt", "rank")
 #: Rows per batch read, a quarter of a store row group: what a read of a whole partition holds
 #: at once. In the agent's process a million step rows took +37 MB peak RSS at this size and
 #: +51 MB at a whole row group, at about the same speed.
@@ -114,7 +117,7 @@ def _merge(a: RankUpdate, row: dict) -> RankUpdate:
 def read_progress(files: dict[str, Sequence[str | os.PathLike[str]]]) -> ProgressBatch:
     """Aggregate the given segment files (table -> paths) of the progress tables."""
     batch = ProgressBatch()
-    merged: dict[tuple[str, int, int], RankUpdate] = {}
+    merged: dict[tuple[str, str, int, int], RankUpdate] = {}
     for table in PROGRESS_TABLES:  # ranks first, so their local rank is seen first
         per_rank: list[pa.Table] = []
         newest: list[pa.Table] = []
@@ -127,26 +130,29 @@ def read_progress(files: dict[str, Sequence[str | os.PathLike[str]]]) -> Progres
         if not per_rank:
             continue
         for r in _rank_fields(table, _per_rank(table, pa.concat_tables(per_rank))):
-            key = (r["job_id"], r["attempt"], r["rank"])
+            key = (r["job_id"], r["run_id"], r["attempt"], r["rank"])
             merged[key] = _merge(merged.get(key) or RankUpdate(*key), r)
         if newest:
             batch.recent_steps = _recent_steps(_newest(pa.concat_tables(newest)))
-    batch.ranks = sorted(merged.values(), key=lambda u: (u.job_id, u.attempt, u.rank))
+    batch.ranks = sorted(merged.values(), key=lambda u: (u.job_id, u.run_id, u.attempt, u.rank))
     return batch
 
 
 def _batches(table: str, paths: Sequence[str | os.PathLike[str]]) -> Iterator[pa.Table]:
     """The table's progress columns from every file, `_BATCH_ROWS` rows at a time, typed as the
     store schema says. A column that a file lacks (a segment older than the column) reads as
-    NULL, so files of different schema versions aggregate together."""
+    NULL, so files of different schema versions aggregate together; a NULL run id reads as ""
+    (a key must not be NULL to group by)."""
     schema = pa.schema([TABLES[table].schema.field(c) for c in _COLUMNS[table]])
     for path in paths:
         with pq.ParquetFile(os.fspath(path)) as f:
             present = set(f.schema_arrow.names)
             for b in f.iter_batches(_BATCH_ROWS, columns=[c for c in schema.names if c in present]):
-                yield pa.table([b.column(c).cast(t.type) if c in present
-                                else pa.nulls(b.num_rows, t.type)
-                                for c, t in zip(schema.names, schema)], schema=schema)
+                columns = [b.column(c).cast(t.type) if c in present
+                           else pa.nulls(b.num_rows, t.type) for c, t in zip(schema.names, schema)]
+                run = schema.get_field_index("run_id")
+                columns[run] = pc.fill_null(columns[run], "")
+                yield pa.table(columns, schema=schema)
 
 
 def _keyed(table: str, rows: pa.Table) -> pa.Table:
@@ -229,8 +235,9 @@ def _newest(steps: pa.Table) -> pa.Table:
     from the highest, each rank's rows form a run that starts with its newest steps: a row is
     kept when it is fewer than RECENT_STEPS rows into its run. The job is sorted by its index
     among the jobs here, because integer keys sort several times faster than strings."""
-    jobs = steps["job_id"]
+    jobs, runs = steps["job_id"], steps["run_id"]
     keys = [pc.index_in(jobs, value_set=pc.unique(jobs)).to_numpy(),
+            pc.index_in(runs, value_set=pc.unique(runs)).to_numpy(),
             steps["attempt"].to_numpy(), steps["rank"].to_numpy()]
     order = np.lexsort((-steps["step"].to_numpy(), *reversed(keys)))  # last key sorts first
     starts = np.zeros(len(order), dtype=bool)
@@ -247,7 +254,8 @@ def _recent_steps(newest: pa.Table) -> list[RecentStep]:
     """`newest` as RecentSteps ordered by (attempt, step); NULL tokens count as none."""
     newest = newest.sort_by([("attempt", "ascending"), ("step", "ascending"),
                              ("job_id", "ascending"), ("rank", "ascending")])
-    columns = (newest["job_id"], newest["attempt"], newest["rank"], newest["step"],
+    columns = (newest["job_id"], newest["run_id"], newest["attempt"], newest["rank"],
+               newest["step"],
                pc.fill_null(newest["tokens"], 0), newest["d"])
     return [RecentStep(*values) for values in zip(*(c.to_pylist() for c in columns))]
 

@@ -57,6 +57,9 @@ class RankState:
 
 @dataclass
 class JobState:
+    """A job id as its newest run shows it: a reused job id's new run replaces the old one."""
+
+    run_id: str | None = None  # newest run seen ("" for rows without a run id)
     attempt: int = -1  # newest attempt seen; restarts = attempt (attempts are numbered from 0)
     ranks: dict[int, RankState] = field(default_factory=dict)  # of `attempt`
     world_size: int | None = None
@@ -74,6 +77,12 @@ class JobState:
         return max(self.attempt, 0)
 
     def apply_rank(self, u: RankUpdate) -> None:
+        if u.run_id != self.run_id:
+            seen = _first_time(u)
+            if self.run_id is not None and (seen is None or seen < (self.start_time or 0.0)):
+                return  # a late row of an older run of this job id
+            self.run_id, self.attempt, self.ranks = u.run_id, u.attempt, {}
+            self.start_time, self.straggler_scores = None, {}
         if u.attempt < self.attempt:
             return  # a late row of an attempt already replaced
         if u.attempt > self.attempt:
@@ -90,7 +99,7 @@ class JobState:
 
     def apply_recent(self, s: RecentStep) -> None:
         rank = self.ranks.get(s.rank)
-        if s.attempt == self.attempt and rank is not None:
+        if s.run_id == self.run_id and s.attempt == self.attempt and rank is not None:
             rank.recent.append((s.tokens, s.duration_s))
 
     def live_ranks(self, now: float, window_s: float) -> dict[int, RankState]:
@@ -111,6 +120,11 @@ class JobState:
 
     def last_activity(self) -> float:
         return max((r.last_sign_of_life() for r in self.ranks.values()), default=float("-inf"))
+
+
+def _first_time(u: RankUpdate) -> float | None:
+    times = [t for t in (u.start_time, u.last_heartbeat, u.last_step_end) if t is not None]
+    return min(times) if times else None
 
 
 def apply_batch(jobs: dict[str, JobState], batch: ProgressBatch) -> None:

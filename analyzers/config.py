@@ -57,6 +57,13 @@ class AnalyzerConfig:
         "help": "steps of history a loss spike is measured against"})
     xid_burst_gap_s: float = field(default=180.0, metadata={
         "help": "Xids on one GPU separated by less silence than this are one burst"})
+    evidence_lead_s: float = field(default=10.0, metadata={
+        "help": "hardware evidence up to this long before an attempt's first rank started "
+                "still belongs to it (a GPU failing during start-up, clocks a little apart); "
+                "anything older is a condition the attempt inherited, never its root cause"})
+    lost_gpu_slack_s: float = field(default=5.0, metadata={
+        "help": "a GPU whose ranks completed steps longer than this after it was reported "
+                "lost was not lost by that report (a step in flight may still end)"})
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.confidence_threshold <= 1.0:
@@ -71,6 +78,7 @@ class AnalyzerConfig:
             "--straggler-slowdown": self.straggler_slowdown,
             "--straggler-mad-z": self.straggler_mad_z, "--loss-spike-z": self.loss_spike_z,
             "--xid-burst-gap-s": self.xid_burst_gap_s,
+            "--lost-gpu-slack-s": self.lost_gpu_slack_s,
         }
         for flag, value in positive.items():
             if not value > 0:
@@ -80,6 +88,8 @@ class AnalyzerConfig:
                             "--throttle-min-share": self.throttle_min_share}.items():
             if not 0.0 < value <= 1.0:
                 raise ConfigError(f"{flag} must lie in (0, 1], got {value}")
+        if self.evidence_lead_s < 0:
+            raise ConfigError(f"--evidence-lead-s must be >= 0, got {self.evidence_lead_s}")
         if self.straggler_min_steps < 1:
             raise ConfigError(f"--straggler-min-steps must be >= 1, got {self.straggler_min_steps}")
         if self.throttle_min_samples < 1:

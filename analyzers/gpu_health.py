@@ -9,12 +9,14 @@ end of the link: when several GPUs of a node report it together, the node is bla
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, gpu_culprit, where
+from triage.analyzers.inherited import evidence_attempt, inherited_findings
 from triage.analyzers.log_signatures import XID_TABLE
 from triage.collectors.records import CLOCK_EVENT_BITS
 from triage.store.job_data import JobData
@@ -38,35 +40,86 @@ def _xid_meaning(row: pd.Series) -> tuple[Category, float, str] | None:
 
 def _bursts(events: pd.DataFrame, gap_s: float) -> list[pd.DataFrame]:
     out = []
-    for _, g in events.groupby(["node", "gpu"], dropna=False, sort=True):
+    for _, g in events.groupby(["node", "gpu", "_attempt"], dropna=False, sort=True):
         g = g.sort_values("time")
         burst_id = (g["time"].diff() > gap_s).cumsum()
         out.extend(b for _, b in g.groupby(burst_id))
     return out
 
 
-def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
-    ev = job.gpu_events
-    if ev.empty:
-        return []
+def _rated_bursts(events: pd.DataFrame, gap_s: float) -> list[tuple]:
+    """(category, strength, meaning, worst row, burst) per burst that the Xid table rates."""
     bursts = []
-    for burst in _bursts(ev, cfg.xid_burst_gap_s):
+    for burst in _bursts(events, gap_s):
         rated = [(m, row) for _, row in burst.iterrows() if (m := _xid_meaning(row)) is not None]
         if rated:
             (category, strength, meaning), worst = max(rated, key=lambda mr: (mr[0][1], -mr[1]["time"]))
             bursts.append((category, strength, meaning, worst, burst))
+    return bursts
+
+
+def _run_start(job: JobData) -> float:
+    span = job.span()
+    return span[0] if span is not None else float("inf")
+
+
+def _owned(job: JobData, frame: pd.DataFrame, cfg: AnalyzerConfig
+           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows inside an attempt's window, with its number in `_attempt`; rows from before the
+    run). Rows after the run are another job's and dropped."""
+    owner = frame["time"].map(lambda t: evidence_attempt(job, float(t), cfg))
+    inside = frame[owner.notna()].assign(_attempt=owner[owner.notna()].astype(int))
+    before = frame[owner.isna() & (frame["time"] < _run_start(job))].assign(_attempt=-1)
+    return inside, before
+
+
+def _kept_stepping(job: JobData, attempt: int, ranks: tuple[int, ...], t: float,
+                   cfg: AnalyzerConfig) -> tuple[int, float] | None:
+    """(rank, time of its last step end) where a rank on the GPU completed steps well after
+    `t`: a GPU that was really lost at `t` ends every step of its ranks there."""
+    rs = job.rank_steps
+    rows = rs[(rs["attempt"] == attempt) & rs["rank"].isin(ranks)
+              & (rs["last_end"] > t + cfg.lost_gpu_slack_s)]
+    if rows.empty:
+        return None
+    r = rows.sort_values("last_end").iloc[-1]
+    return int(r["rank"]), float(r["last_end"])
+
+
+def _not_lost_by(finding: Finding, job: JobData, cfg: AnalyzerConfig) -> Finding:
+    """A lost-GPU finding whose ranks went on training did not end the attempt: keep it as an
+    advisory incident that says why."""
+    v = finding.verdict
+    if v.category is not Category.GPU_FALLEN_OFF_BUS or not finding.fatal or v.first_seen is None:
+        return finding
+    kept = _kept_stepping(job, finding.attempt, finding.ranks, v.first_seen, cfg)
+    if kept is None:
+        return finding
+    rank, end = kept
+    v.summary += (f"; but rank {rank} on it kept completing steps until {clock(end)}, so it was "
+                  "not lost then and did not end the attempt")
+    v.confidence = min(v.confidence, 0.5)
+    finding.fatal = False
+    return finding
+
+
+def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    if job.gpu_events.empty:
+        return []
+    inside, before = _owned(job, job.gpu_events, cfg)
+    findings = _inherited_xids(job, _rated_bursts(before, cfg.xid_burst_gap_s), cfg)
+    bursts = _rated_bursts(inside, cfg.xid_burst_gap_s)
     nvlink_nodes = _nvlink_shared_nodes(bursts, cfg.xid_burst_gap_s)
-    findings = []
-    node_level: dict[str, Finding] = {}
+    node_level: dict[tuple[str, int], Finding] = {}
     for category, strength, meaning, worst, burst in sorted(bursts, key=lambda b: b[4]["time"].min()):
         node = str(worst["node"])
         gpu = None if pd.isna(worst["gpu"]) else int(worst["gpu"])
         xid = None if pd.isna(worst["xid"]) else int(worst["xid"])
         t = float(burst["time"].min())
-        attempt = job.attempt_at(t)
+        attempt = int(worst["_attempt"])
         if xid == _NVLINK_XID and node in nvlink_nodes:
-            if node in node_level:  # one node-level incident, with every GPU's lines
-                f = node_level[node]
+            if (node, attempt) in node_level:  # one node-level incident, with every GPU's lines
+                f = node_level[(node, attempt)]
                 f.verdict.evidence.extend(Evidence(str(r["text"]), str(r["source"]),
                                                    float(r["time"])) for _, r in burst.head(5).iterrows())
                 continue
@@ -79,10 +132,27 @@ def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         evidence = [Evidence(str(r["text"]), str(r["source"]), float(r["time"]))
                     for _, r in burst.head(10).iterrows()]
         verdict = Verdict(category, strength, summary, culprit, t, evidence)
-        findings.append(Finding(attempt, verdict, fatal=xid not in NON_FATAL_XIDS, ranks=ranks))
+        findings.append(_not_lost_by(Finding(attempt, verdict, fatal=xid not in NON_FATAL_XIDS,
+                                             ranks=ranks), job, cfg))
         if gpu is None and xid == _NVLINK_XID:
-            node_level[node] = findings[-1]
+            node_level[(node, attempt)] = findings[-1]
     return findings
+
+
+def _inherited_xids(job: JobData, bursts: list[tuple], cfg: AnalyzerConfig) -> list[Finding]:
+    """Xid bursts from before the run on GPUs it was placed on: conditions, not causes."""
+    found: list[Finding] = []
+    for category, _, meaning, worst, burst in bursts:
+        if not pd.isna(worst["xid"]) and int(worst["xid"]) in NON_FATAL_XIDS:
+            continue
+        gpu = None if pd.isna(worst["gpu"]) else int(worst["gpu"])
+        code = f"Xid {int(worst['xid'])}" if not pd.isna(worst["xid"]) else "NVML"
+        evidence = [Evidence(str(r["text"]), str(r["source"]), float(r["time"]))
+                    for _, r in burst.head(5).iterrows()]
+        found += inherited_findings(job, str(worst["node"]), gpu, category,
+                                    float(burst["time"].min()), f"reported {code} ({meaning})",
+                                    evidence, cfg)
+    return found
 
 
 def _nvlink_shared_nodes(bursts: list, gap_s: float) -> set[str]:
@@ -127,13 +197,25 @@ def sample_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
 
         def add(category: Category, confidence: float, t: float, what: str, text: str,
                 fatal: bool) -> None:
-            attempt = job.attempt_at(t)
+            attempt = evidence_attempt(job, t, cfg)
+            if attempt is None:
+                if t < _run_start(job) and (fatal or category is Category.GPU_MEMORY_ERROR):
+                    findings.extend(inherited_findings(job, node, gpu, category, t, what,
+                                                       [Evidence(text, "nvml", t)], cfg))
+                return
             culprit, ranks = gpu_culprit(job, attempt, node, gpu, uuid)
-            findings.append(Finding(attempt, Verdict(
+            findings.append(_not_lost_by(Finding(attempt, Verdict(
                 category, confidence, f"{where(culprit, ranks)} {what} at {clock(t)}", culprit,
-                t, [Evidence(text, "nvml", t)]), fatal=fatal, ranks=ranks))
+                t, [Evidence(text, "nvml", t)]), fatal=fatal, ranks=ranks), job, cfg))
 
-        if pd.notna(g["lost_time"]):
+        up0 = g["up_at_first_sample"]
+        if pd.notna(g["lost_time"]) and pd.notna(up0) and not bool(up0):
+            findings.extend(inherited_findings(
+                job, node, gpu, Category.GPU_FALLEN_OFF_BUS, float(g["lost_time"]),
+                "was already lost when the agent first sampled it", [Evidence(
+                    "NVML: GPU is lost (from the first sample)", "nvml",
+                    float(g["lost_time"]))], cfg, applies_from=-math.inf))
+        elif pd.notna(g["lost_time"]):
             add(Category.GPU_FALLEN_OFF_BUS, 0.9, g["lost_time"], "stopped answering NVML",
                 "NVML: GPU is lost", True)
         if pd.notna(g["ecc_first"]):

@@ -16,6 +16,7 @@ from triage.analyzers.findings import Finding
 from triage.analyzers.goodput import Goodput, compute_goodput
 from triage.analyzers.gpu_health import gpu_health_findings, throttled_gpus
 from triage.analyzers.hang import analysis_time, hang_findings
+from triage.analyzers.inherited import ledger_findings
 from triage.analyzers.lifecycle import lifecycle_findings
 from triage.analyzers.log_events import log_findings
 from triage.analyzers.numerical import numerical_findings
@@ -48,6 +49,7 @@ class AttemptSummary:
 @dataclass
 class JobAnalysis:
     job_id: str
+    run_id: str | None
     status: str
     attempts: list[AttemptSummary]
     incidents: list[Incident]
@@ -58,6 +60,7 @@ class JobAnalysis:
     def to_dict(self) -> dict[str, object]:
         return {
             "job_id": self.job_id,
+            "run_id": self.run_id,
             "status": self.status,
             "attempts": [a.to_dict() for a in self.attempts],
             "incidents": [i.to_dict() for i in self.incidents],
@@ -177,7 +180,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     findings: list[Finding] = [
         *gpu_health_findings(job, cfg), *numerical_findings(job, cfg), *sdc_findings(job, cfg),
         *hang_findings(job, cfg), *log_findings(job, cfg), *lifecycle_findings(job, cfg),
-        *stragglers.findings,
+        *stragglers.findings, *ledger_findings(job, cfg),
     ]
     findings = _drop_vague_duplicates(findings)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
@@ -188,7 +191,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
                 for a in job.attempts]
     goodput = compute_goodput(job, {a for a in job.attempts if a in roots and not alive[a]})
     latest = max((s.attempt for s in stragglers.scores), default=None)
-    return JobAnalysis(job.job_id, attempts[-1].status if attempts else "failed", attempts,
+    return JobAnalysis(job.job_id, job.run_id, attempts[-1].status if attempts else "failed", attempts,
                        incidents, goodput,
                        [s for s in stragglers.scores if s.attempt == latest],
                        _gpu_table(job, cfg))

@@ -16,6 +16,7 @@ from triage.analyzers.findings import (
     ADVISORY_CATEGORIES, Finding, clock, gpu_culprit, rank_culprit, where,
 )
 from triage.analyzers.gpu_health import NON_FATAL_XIDS
+from triage.analyzers.inherited import evidence_attempt
 from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig, classify_line
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
@@ -86,7 +87,9 @@ def kernel_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         if match is None:
             continue
         t = float(row["time"])
-        attempt = job.attempt_at(t)
+        attempt = evidence_attempt(job, t, cfg)
+        if attempt is None:  # another job's, or before this run: the GPU events say what stood
+            continue
         gpu = int(row["gpu"]) if pd.notna(row["gpu"]) else None
         culprit, ranks = _kernel_culprit(job, attempt, row, gpu)
         summary = f"{where(culprit, ranks)}: kernel log reports {match.description} at {clock(t)}"

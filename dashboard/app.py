@@ -44,13 +44,14 @@ def _job(data_dir: str, job_id: str) -> JobView:
 
 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
-def _rank_grid(data_dir: str, job_id: str, attempt: int) -> tuple[pd.DataFrame, int]:
-    return queries.read_rank_grid(data_dir, job_id, attempt)
+def _rank_grid(data_dir: str, job_id: str, attempt: int, run_id: str | None
+               ) -> tuple[pd.DataFrame, int]:
+    return queries.read_rank_grid(data_dir, job_id, attempt, run_id)
 
 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
-def _bandwidth(data_dir: str, job_id: str, attempt: int) -> pd.DataFrame:
-    return queries.read_bandwidth(data_dir, job_id, attempt)
+def _bandwidth(data_dir: str, job_id: str, attempt: int, run_id: str | None) -> pd.DataFrame:
+    return queries.read_bandwidth(data_dir, job_id, attempt, run_id)
 
 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
@@ -216,7 +217,7 @@ def ranks_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.info("No rank of this job has started yet.")
         return
     attempt = st.selectbox("attempt", attempts, index=len(attempts) - 1, key="attempt")
-    grid, bin_steps = _rank_grid(cfg.data_dir, view.job_id, attempt)
+    grid, bin_steps = _rank_grid(cfg.data_dir, view.job_id, attempt, view.data.run_id)
     if grid.empty:
         st.info(f"Attempt {attempt} recorded no steps.")
     else:
@@ -230,7 +231,7 @@ def ranks_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.dataframe(pd.DataFrame([s.to_dict() for s in view.analysis.stragglers]),
                      hide_index=True, width="stretch")
     st.subheader("Bus bandwidth per collective")
-    bw = _bandwidth(cfg.data_dir, view.job_id, attempt)
+    bw = _bandwidth(cfg.data_dir, view.job_id, attempt, view.data.run_id)
     if bw.empty:
         st.info("No collective with a measured bus bandwidth in this attempt.")
     else:

@@ -253,24 +253,27 @@ SELECT attempt, step, count(*) AS ranks, min(start_time) AS start, max(end_time)
        sum(tokens) AS tokens, median(end_time - start_time) AS step_time_s,
        median(loss) FILTER (WHERE isfinite(loss)) AS loss,
        median(grad_norm) FILTER (WHERE isfinite(grad_norm)) AS grad_norm
-FROM steps WHERE job_id = $1 GROUP BY attempt, step ORDER BY attempt, step
+FROM steps WHERE job_id = $1 AND run_id IS NOT DISTINCT FROM $2
+GROUP BY attempt, step ORDER BY attempt, step
 """
 
 
 def read_job(data_dir: str, job_id: str, now: float) -> JobView:
-    """One job: its analysis and the raw series its charts need. KeyError: no such job."""
+    """One job as its newest run shows it: the analysis and the raw series its charts need.
+    KeyError: no such job."""
     with _reading(f"job {job_id}", data_dir):
         path = check_data_dir(Path(data_dir))
         with open_snapshot(path, now=now) as snap:
             data = load_job(snap.con, job_id)
             analysis = analyze_job(data, AnalyzerConfig(now=now))
-            steps = _df(snap.con, _STEPS_SQL, [job_id])
+            run = [job_id, data.run_id]
+            steps = _df(snap.con, _STEPS_SQL, run)
             steps["tokens_per_s"] = steps["tokens"] / (steps["end"] - steps["start"]).where(
                 lambda d: d > 0)
             checkpoints = _df(snap.con, "SELECT * FROM checkpoints WHERE job_id = $1 "
-                              "ORDER BY end_time", [job_id])
-            supervisor = _df(snap.con, "SELECT * FROM incidents WHERE job_id = $1 ORDER BY time",
-                             [job_id])
+                              "AND run_id IS NOT DISTINCT FROM $2 ORDER BY end_time", run)
+            supervisor = _df(snap.con, "SELECT * FROM incidents WHERE job_id = $1 "
+                             "AND run_id IS NOT DISTINCT FROM $2 ORDER BY time", run)
         return JobView(job_id, analysis, data, steps, checkpoints, supervisor)
 
 
@@ -284,7 +287,8 @@ def list_job_ids(data_dir: str, now: float) -> list[str]:
 _RANK_GRID_SQL = """
 SELECT rank, (step // $bin) * $bin AS step, median(end_time - start_time) AS step_time_s,
        median(collective_wait_s) AS collective_wait_s, count(*) AS steps
-FROM steps WHERE job_id = $job AND attempt = $attempt GROUP BY ALL ORDER BY rank, step
+FROM steps WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+GROUP BY ALL ORDER BY rank, step
 """
 
 _BANDWIDTH_SQL = """
@@ -292,25 +296,28 @@ SELECT op, "group", bytes, count(*) AS calls,
        median(busbw_bytes_per_s) / 1e9 AS busbw_gb_per_s,
        median(end_time - enter_time) * 1e3 AS median_ms
 FROM collectives
-WHERE job_id = $1 AND attempt = $2 AND busbw_bytes_per_s IS NOT NULL
+WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
+  AND busbw_bytes_per_s IS NOT NULL
 GROUP BY ALL ORDER BY op, bytes
 """
 
 
-def read_rank_grid(data_dir: str, job_id: str, attempt: int) -> tuple[pd.DataFrame, int]:
+def read_rank_grid(data_dir: str, job_id: str, attempt: int, run_id: str | None = None
+                   ) -> tuple[pd.DataFrame, int]:
     """Rank x step medians of step time and collective wait, steps binned so the grid stays
     under `MAX_HEATMAP_CELLS`; returns the frame and the bin width in steps."""
     with _reading(f"the ranks of job {job_id}", data_dir):
         with open_snapshot(check_data_dir(Path(data_dir))) as snap:
             lo, hi, ranks = snap.con.execute(
                 "SELECT min(step), max(step), count(DISTINCT rank) FROM steps "
-                "WHERE job_id = $1 AND attempt = $2", [job_id, attempt]).fetchone()
+                "WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3",
+                [job_id, attempt, run_id]).fetchone()
             if lo is None:
                 return pd.DataFrame(columns=["rank", "step", "step_time_s", "collective_wait_s",
                                              "steps"]), 1
             bin_steps = step_bin(int(hi) - int(lo) + 1, int(ranks))
             grid = _df(snap.con, _RANK_GRID_SQL,
-                       {"job": job_id, "attempt": attempt, "bin": bin_steps})
+                       {"job": job_id, "run": run_id, "attempt": attempt, "bin": bin_steps})
             return grid, bin_steps
 
 
@@ -320,11 +327,12 @@ def step_bin(steps: int, ranks: int, max_cells: int = MAX_HEATMAP_CELLS) -> int:
     return max(1, math.ceil(steps / columns))
 
 
-def read_bandwidth(data_dir: str, job_id: str, attempt: int) -> pd.DataFrame:
+def read_bandwidth(data_dir: str, job_id: str, attempt: int, run_id: str | None = None
+                   ) -> pd.DataFrame:
     """Median bus bandwidth per collective (op, group, size), as the hooks measured it."""
     with _reading(f"the collectives of job {job_id}", data_dir):
         with open_snapshot(check_data_dir(Path(data_dir))) as snap:
-            return _df(snap.con, _BANDWIDTH_SQL, [job_id, attempt])
+            return _df(snap.con, _BANDWIDTH_SQL, [job_id, attempt, run_id])
 
 
 _GPU_SERIES_SQL = """

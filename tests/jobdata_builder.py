@@ -24,8 +24,9 @@ SPOOL = ("ranks", "steps", "collectives", "events", "heartbeats")
 
 
 class JobBuilder:
-    def __init__(self, job_id: str = "job1") -> None:
+    def __init__(self, job_id: str = "job1", run_id: str | None = None) -> None:
         self.job_id = job_id
+        self.run_id = run_id
         self.rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._where: dict[tuple[int, int], tuple[str, int | None]] = {}
         self._pid = 1000
@@ -51,7 +52,8 @@ class JobBuilder:
 
     def _id(self, attempt: int, rank: int) -> dict[str, Any]:
         node, gpu = self._where.get((attempt, rank), ("node0", 0))
-        return {"job_id": self.job_id, "attempt": attempt, "rank": rank, "node": node, "gpu": gpu}
+        return {"job_id": self.job_id, "run_id": self.run_id, "attempt": attempt, "rank": rank,
+                "node": node, "gpu": gpu}
 
     # -- spool rows -----------------------------------------------------------------------------
     def step(self, attempt: int, rank: int, step: int, start: float, end: float, *,
@@ -108,9 +110,9 @@ class JobBuilder:
 
     # -- agent rows -----------------------------------------------------------------------------
     def gpu_sample(self, node: str, gpu: int, time: float, **fields: Any) -> "JobBuilder":
-        self.rows["gpu_samples"].append(dict(
-            time=time, node=node, gpu=gpu, uuid=f"GPU-{node}-{gpu}", simulated=True,
-            gpu_up=True, **fields))
+        self.rows["gpu_samples"].append({
+            "time": time, "node": node, "gpu": gpu, "uuid": f"GPU-{node}-{gpu}",
+            "simulated": True, "gpu_up": True, **fields})
         return self
 
     def gpu_event(self, node: str, gpu: int | None, time: float, xid: int | None, text: str,

@@ -55,7 +55,7 @@ def test_ranks_table_takes_node_local_gpu_and_pid_from_the_latest_start(tmp_path
         key(node="n9", local_rank=9, gpu=9, pid=99, world_size=16, start_time=None),
     ]
     batch = read_progress({"ranks": [write(tmp_path, "ranks", rows)]})
-    assert batch.ranks == [RankUpdate("j", 0, 0, node="n1", local_gpu=2, pid=20, world_size=16,
+    assert batch.ranks == [RankUpdate("j", "", 0, 0, node="n1", local_gpu=2, pid=20, world_size=16,
                                       start_time=100.0)]
 
 
@@ -118,9 +118,9 @@ def test_recent_steps_keep_each_ranks_highest_steps_ordered_by_attempt_then_step
                                      write(tmp_path, "steps", other, "s1")]})
     kept = range(25 - RECENT_STEPS, 25)
     assert batch.recent_steps == (
-        [RecentStep("j", 0, 0, s, 100, 0.5) for s in kept]
-        + [RecentStep("j", 0, 1, s, 0, 2.0) for s in (100, 101, 102)]  # NULL tokens: 0
-        + [RecentStep("j", 1, 0, s, 7, 1.0) for s in (0, 1)])  # attempt before step
+        [RecentStep("j", "", 0, 0, s, 100, 0.5) for s in kept]
+        + [RecentStep("j", "", 0, 1, s, 0, 2.0) for s in (100, 101, 102)]  # NULL tokens: 0
+        + [RecentStep("j", "", 1, 0, s, 7, 1.0) for s in (0, 1)])  # attempt before step
     assert ranks_of(batch)["j", 0, 0].max_step == 31  # steps without times still count here
 
 
@@ -143,8 +143,8 @@ def test_events_set_exited_and_the_jobs_last_checkpoint(tmp_path):
             key(job_id="k", rank=None, kind="checkpoint_save_end", time=3.0),
             key(job_id=None, rank=None, kind="checkpoint_save_end", time=50.0)]
     batch = read_progress({"events": [write(tmp_path, "events", rows)]})
-    assert batch.ranks == [RankUpdate("j", 0, 0, node="n0", local_gpu=0, exited=True),
-                           RankUpdate("j", 0, 1, node="n0", local_gpu=1, exited=False)]
+    assert batch.ranks == [RankUpdate("j", "", 0, 0, node="n0", local_gpu=0, exited=True),
+                           RankUpdate("j", "", 0, 1, node="n0", local_gpu=1, exited=False)]
     assert batch.last_checkpoint == {"j": 9.0, "k": 3.0}
 
 
@@ -169,7 +169,7 @@ def test_tables_merge_ranks_first_and_exit_from_events(tmp_path):
         "events": [write(tmp_path, "events", [key(node="nZ", gpu=7, kind="exit", time=5.0)])],
     }
     assert read_progress(files).ranks == [RankUpdate(
-        "j", 0, 0, node="n0", local_gpu=1, pid=10, world_size=2, start_time=1.0, max_step=4,
+        "j", "", 0, 0, node="n0", local_gpu=1, pid=10, world_size=2, start_time=1.0, max_step=4,
         last_step_end=3.0, last_heartbeat=4.0, exited=True)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -87,8 +88,7 @@ def test_incident_without_a_supervisor_record_names_the_recommended_action(job_v
 def test_open_incidents_close_once_the_job_completes(job_view):
     assert queries.open_incidents(job_view.analysis) == []
     failed = job_view.analysis
-    only_first = type(failed)(failed.job_id, "failed", failed.attempts[:1], failed.incidents,
-                              failed.goodput, failed.stragglers, failed.gpus)
+    only_first = dataclasses.replace(failed, status="failed", attempts=failed.attempts[:1])
     assert queries.open_incidents(only_first) == [0]
 
 

@@ -73,7 +73,7 @@ def test_lost_gpu_keeps_identity_at_up_zero_and_drops_its_readings():
 
 
 def rank(job: str, attempt: int, r: int, **kw) -> RankUpdate:
-    return RankUpdate(job, attempt, r, **{"node": "n0", **kw})
+    return RankUpdate(job, "", attempt, r, **{"node": "n0", **kw})
 
 
 def test_jobs_export_live_ranks_of_the_newest_attempt_with_zeroed_counters():
@@ -85,7 +85,7 @@ def test_jobs_export_live_ranks_of_the_newest_attempt_with_zeroed_counters():
                     last_heartbeat=NOW - 1, exited=True),
                rank("j", 0, 2, start_time=NOW - 500, last_heartbeat=NOW - 300)],  # silent
         step_buckets={"j": [0, 0, 0, 0, 3] + [0] * 8}, step_time_sum={"j": 2.7},
-        recent_steps=[RecentStep("j", 0, 0, 9, 1000, 0.5)]), NOW)
+        recent_steps=[RecentStep("j", "", 0, 0, 9, 1000, 0.5)]), NOW)
     m = scrape(state)
     assert values(m, "triage_job_last_progress_timestamp_seconds", job="j") == [NOW - 400]
     assert values(m, "triage_job_step", job="j", rank=0) == [9.0]

@@ -6,7 +6,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ConfigError, data_dir_from_env, node_name
+from triage.config import (ENV_ATTEMPT, ENV_JOB_ID, ENV_NODE, ENV_RUN_ID, ConfigError,
+                           data_dir_from_env, node_name)
+from triage.names import check_name, is_valid_name
+
+
+def run_id_from_env() -> str | None:
+    """The supervisor's run id; under plain torchrun its rendezvous run id (shared by every
+    node of one launch) where one was given, so a reused job id still splits into runs."""
+    run = os.environ.get(ENV_RUN_ID)
+    if run:
+        return run
+    elastic = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return elastic if elastic and elastic != "none" else None
 
 
 @dataclass
@@ -15,6 +27,8 @@ class MonitorConfig:
                            metadata={"help": "Triage data directory (spools are written under it)"})
     job_id: str = field(default_factory=lambda: os.environ.get(ENV_JOB_ID, "local"),
                         metadata={"help": "job id (env TRIAGE_JOB_ID)"})
+    run_id: str | None = field(default_factory=run_id_from_env,
+                               metadata={"help": "run id (env TRIAGE_RUN_ID, set by triage run)"})
     attempt: int = field(default_factory=lambda: int(os.environ.get(ENV_ATTEMPT, "0")),
                          metadata={"help": "restart attempt (env TRIAGE_ATTEMPT)"})
     rank: int = field(default_factory=lambda: int(os.environ.get("RANK", "0")))
@@ -40,6 +54,10 @@ class MonitorConfig:
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
+        check_name("job id", self.job_id, source=f"env {ENV_JOB_ID} or MonitorConfig.job_id")
+        check_name("node name", self.node, source=f"env {ENV_NODE} or the host name")
+        if self.run_id is not None and not is_valid_name(self.run_id):
+            self.run_id = None  # a foreign launcher's id (torchrun accepts any text): not ours
         if self.flush_interval_s <= 0 or self.heartbeat_interval_s <= 0:
             raise ConfigError("flush and heartbeat intervals must be positive seconds")
         if self.buffer_capacity < 100:

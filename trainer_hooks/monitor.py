@@ -38,7 +38,7 @@ from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.canary import Canary
 from triage.trainer_hooks.collective_timing import CollectiveRecorder
 from triage.trainer_hooks.config import MonitorConfig
-from triage.trainer_hooks.spool_schema import SPOOL_TABLES, writer_dir
+from triage.trainer_hooks.spool_schema import SPOOL_TABLES, new_incarnation, writer_dir
 
 
 def _is_cuda(device: torch.device | None) -> bool:
@@ -173,8 +173,9 @@ class TrainingMonitor:
         self._cuda = _is_cuda(self.device)
         self._wall_offset = time.time() - time.perf_counter()
         self._peak_rss = 0
-        self.identity = (cfg.job_id, cfg.attempt, cfg.rank, cfg.node, cfg.local_rank)
-        self.spool_dir = writer_dir(cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank, self.pid)
+        self.identity = (cfg.job_id, cfg.run_id, cfg.attempt, cfg.rank, cfg.node, cfg.local_rank)
+        self.spool_dir = writer_dir(cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank,
+                                    self.pid, new_incarnation(), cfg.run_id)
         self.buffer = RecordBuffer(SPOOL_TABLES, cfg.buffer_capacity)
         self._collectives = CollectiveRecorder(self.buffer)
         self._writer = None

@@ -1,8 +1,8 @@
 """The per-rank spool: the on-disk contract between a training rank and the store.
 
 Each rank process appends to its own directory
-`<data_dir>/spool/<node>/<job_id>/<attempt>/rank<R>-<pid>/` one immutable segment per flush,
-`<seq:08d>.arrow`, written under a dot-prefixed temporary name and renamed into place, so a
+`<data_dir>/spool/<node>/<job_id>@<run_id>/<attempt>/rank<R>-<pid>-<incarnation>/` one immutable
+segment per flush, `<seq:08d>.arrow`, written under a dot-prefixed temporary name and renamed into place, so a
 reader sees a segment whole or not at all and a SIGKILL loses at most the rows not yet
 flushed. `seq` grows by one per segment of a writer, so an ingester can resume from the
 highest sequence number it has consumed for a writer directory.
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -33,6 +35,7 @@ import pyarrow.parquet as pq
 
 IDENTITY_FIELDS = [
     pa.field("job_id", pa.string(), nullable=False),
+    pa.field("run_id", pa.string()),  # the `triage run` launch; null for a job started without it
     pa.field("attempt", pa.int32(), nullable=False),
     pa.field("rank", pa.int32(), nullable=False),
     pa.field("node", pa.string(), nullable=False),
@@ -131,9 +134,38 @@ SEGMENT_RE = re.compile(r"^(?P<seq>\d{8})(?:\.arrow|\.(?P<table>[a-z_]+)\.parque
 _IPC_OPTIONS = ipc.IpcWriteOptions(use_threads=False)
 
 
+#: Between job id and run id in a spool job directory (`<job>@<run>`); names never hold it.
+RUN_SEPARATOR = "@"
+
+
+def job_dir_name(job_id: str, run_id: str | None) -> str:
+    return job_id if run_id is None else f"{job_id}{RUN_SEPARATOR}{run_id}"
+
+
+def parse_job_dir_name(name: str) -> tuple[str, str | None]:
+    """(job id, run id or None) of a spool job directory."""
+    job, sep, run = name.partition(RUN_SEPARATOR)
+    return job, (run if sep else None)
+
+
 def writer_dir(data_dir: str | os.PathLike[str], node: str, job_id: str, attempt: int,
-               rank: int, pid: int) -> Path:
-    return Path(data_dir) / "spool" / node / job_id / str(attempt) / f"rank{rank}-{pid}"
+               rank: int, pid: int, incarnation: str | None = None,
+               run_id: str | None = None) -> Path:
+    """The directory of one rank process's segments,
+    `spool/<node>/<job>[@<run>]/<attempt>/rank<R>-<pid>[-<incarnation>]`. `incarnation` tells
+    apart processes that share job, attempt, rank and pid (a restarted container's rank gets
+    the same pid, a reused job id the same attempt numbers): the ingester keeps its watermark
+    per directory, so two processes writing one directory would have the second's segments
+    taken as already stored. The run in the path lets the store name the run of a segment
+    it cannot read."""
+    name = f"rank{rank}-{pid}" + (f"-{incarnation}" if incarnation else "")
+    return (Path(data_dir) / "spool" / node / job_dir_name(job_id, run_id) / str(attempt)
+            / name)
+
+
+def new_incarnation() -> str:
+    """Start time in microseconds and 16 random bits, hex: unique per process on a node."""
+    return f"{time.time_ns() // 1000:x}{secrets.randbits(16):04x}"
 
 
 def segment_name(seq: int) -> str:

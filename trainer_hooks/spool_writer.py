@@ -26,7 +26,8 @@ class SpoolWriter:
     def __init__(self, directory: Path, identity: tuple, buffer: RecordBuffer,
                  flush_interval_s: float, on_tick: Callable[[], None] | None = None) -> None:
         if len(identity) != _N_IDENTITY:
-            raise ValueError(f"identity needs {_N_IDENTITY} values (job_id, attempt, rank, node, gpu)")
+            raise ValueError(f"identity needs {_N_IDENTITY} values "
+                             "(job_id, run_id, attempt, rank, node, gpu)")
         self.directory = directory
         self.identity = identity
         self.buffer = buffer

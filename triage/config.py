@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ENV_JOB_ID = "TRIAGE_JOB_ID"
+#: The run: one `triage run` launch of a job (a job id names a job; launching it again is a new
+#: run with its own attempts). Set by the supervisor for every process it starts.
+ENV_RUN_ID = "TRIAGE_RUN_ID"
 ENV_ATTEMPT = "TRIAGE_ATTEMPT"
 ENV_DATA_DIR = "TRIAGE_DATA_DIR"
 #: Node name of this process. Set by `triage train` for the simulated nodes it starts on one

@@ -23,7 +23,7 @@ from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
 from triage.config import ConfigError, add_config_args, config_from_args, data_dir_from_env
 from triage.store import StoreError, check_data_dir, ingest_spools, open_snapshot
-from triage.store.job_data import list_jobs, load_job
+from triage.store.job_data import NO_RUN, list_jobs, list_runs, load_job
 
 #: Statuses of a job that needs attention: `triage analyze` exits 1 on them.
 FAILED_STATUSES = ("failed", "hung")
@@ -33,6 +33,10 @@ _STATUS_STYLE = {"running": "cyan", "completed": "green", "failed": "bold red", 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", metavar="JOB_ID", help="the job to analyse (`triage jobs` lists them)")
+    parser.add_argument("--run", metavar="RUN_ID",
+                        help="which run of the job (each `triage run` of a job id is a run; "
+                             f"`triage jobs` lists them; `{NO_RUN}` for telemetry without a run "
+                             "id); default: the newest")
     parser.add_argument("--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
@@ -40,8 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, AnalyzerConfig)
 
 
-def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool) -> JobAnalysis:
-    """Open a snapshot of the store and analyse one job; ConfigError names the known jobs."""
+def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool,
+            run: str | None = None) -> JobAnalysis:
+    """Open a snapshot of the store and analyse one run of a job (the newest by default);
+    ConfigError names the known jobs, or the job's runs."""
     path = check_data_dir(data_dir_from_env(data_dir))
     if ingest:
         try:
@@ -50,19 +56,24 @@ def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool
             print(f"triage analyze: warning: could not ingest pending spools ({exc}); "
                   "analysing what is stored", file=sys.stderr)
     with open_snapshot(path, now=cfg.now) as snap:
-        try:
-            job = load_job(snap.con, job_id)
-        except KeyError:
+        runs = list_runs(snap.con, job_id)
+        if not runs:
             known = list_jobs(snap.con)
             listing = ", ".join(known) if known else "none yet (run `triage demo`)"
-            raise ConfigError(f"no job {job_id!r} in {path}; known jobs: {listing}") from None
+            raise ConfigError(f"no job {job_id!r} in {path}; known jobs: {listing}")
+        try:
+            job = load_job(snap.con, job_id, run=run)
+        except KeyError:
+            listing = ", ".join(r.label for r in reversed(runs))
+            raise ConfigError(f"job {job_id!r} has no run {run!r}; its runs, newest first: "
+                              f"{listing}") from None
     return analyze_job(job, cfg)
 
 
 def run(args: argparse.Namespace) -> int:
     now = args.now if args.now is not None else time.time()
     cfg = config_from_args(AnalyzerConfig, args, now=now)
-    result = analyze(args.data_dir, args.job_id, cfg, args.ingest)
+    result = analyze(args.data_dir, args.job_id, cfg, args.ingest, args.run)
     if args.json:
         print(json.dumps(result.to_dict(), default=str))
     else:
@@ -88,8 +99,9 @@ def print_report(a: JobAnalysis) -> None:
 
     console = Console()
     style = _STATUS_STYLE.get(a.status, "")
-    console.print(f"[bold]Job {a.job_id}[/]: [{style}]{a.status}[/]" if style
-                  else f"[bold]Job {a.job_id}[/]: {a.status}")
+    run = f" run {a.run_id}" if a.run_id else ""
+    console.print(f"[bold]Job {a.job_id}{run}[/]: [{style}]{a.status}[/]" if style
+                  else f"[bold]Job {a.job_id}{run}[/]: {a.status}")
     attempts = Table(title="Attempts")
     for col in ("attempt", "status", "ranks", "nodes", "steps", "start", "duration"):
         attempts.add_column(col)

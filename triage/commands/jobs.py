@@ -1,6 +1,8 @@
-"""List the jobs in a data directory: status, attempts, ranks, steps and last progress.
+"""List the runs of the jobs in a data directory: status, attempts, ranks, steps and last
+progress, newest first. A job id names a job; each `triage run` of it is a run of its own.
 
-Status is that of the job's newest attempt: `running` (heartbeats within the timeout),
+A run's status is the supervisor's final word on it where it wrote one (`completed`, `failed`,
+`gave_up`, `interrupted`), else that of its newest attempt: `running` (heartbeats within the timeout),
 `completed` (every rank exited cleanly), `failed` (an exception, a bad exit, or heartbeats
 that stopped) or `preempted` (SIGTERM), unless the supervisor recorded an outcome. Pending
 spools are ingested first where no agent holds the node's partition; otherwise the command
@@ -14,12 +16,13 @@ import dataclasses
 import json
 import sys
 import time
-from datetime import datetime
 
 from triage.config import add_config_args, config_from_args, data_dir_from_env
 from triage.store import StoreConfig, StoreError, check_data_dir, ingest_spools, open_snapshot
+from triage.store.job_data import NO_RUN
 
-_STATUS_STYLE = {"running": "cyan", "completed": "green", "failed": "bold red", "preempted": "yellow"}
+_STATUS_STYLE = {"running": "cyan", "completed": "green", "failed": "bold red", "preempted": "yellow",
+                 "gave_up": "bold red", "interrupted": "yellow"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,12 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f.name for f in dataclasses.fields(StoreConfig) if f.name != "heartbeat_timeout_s"))
 
 
-def _ago(t: float | None, now: float) -> str:
+def _age(t: float | None, now: float) -> str:
     if t is None:
         return "-"
     s = max(0.0, now - t)
-    age = f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h" if s < 172800 else f"{s / 86400:.0f}d"
-    return f"{datetime.fromtimestamp(t).strftime('%m-%d %H:%M:%S')} ({age} ago)"
+    age = (f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+           if s < 172800 else f"{s / 86400:.0f}d")
+    return f"{age} ago"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,26 +59,33 @@ def run(args: argparse.Namespace) -> int:
     now = time.time()
     with open_snapshot(data_dir, now=now, config=config) as snap:
         jobs = snap.jobs()
+        runs = snap.runs()
     if args.json:
         print(json.dumps({"data_dir": str(data_dir), "now": now,
                           "ingest": ingest.to_dict() if ingest else None,
-                          "jobs": [dataclasses.asdict(j) for j in jobs]}))
+                          "jobs": [dataclasses.asdict(j) for j in jobs],
+                          "runs": [dataclasses.asdict(r) for r in runs]}))
         return 0
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    if not jobs:
+    if not runs:
         console.print(f"No jobs in {data_dir} yet. Run `triage demo` to train a small job, "
                       "then `triage jobs` again.")
         return 0
-    table = Table(title=f"Jobs in {data_dir}")
-    for col in ("job", "status", "attempts", "ranks", "last step", "last progress", "last heartbeat"):
-        table.add_column(col, justify="right" if col in ("attempts", "ranks", "last step") else "left")
-    for j in jobs:
-        style = _STATUS_STYLE.get(j.status, "")
-        table.add_row(j.job_id, f"[{style}]{j.status}[/]" if style else j.status, str(j.attempts),
-                      str(j.ranks), "-" if j.max_step is None else str(j.max_step),
-                      _ago(j.last_progress, now), _ago(j.last_heartbeat, now))
+    table = Table(title=f"Runs in {data_dir}, newest first", box=box.SIMPLE_HEAD)
+    for col in ("job", "run", "status", "attempts", "ranks", "step", "last seen"):
+        table.add_column(col, justify="right" if col in ("attempts", "ranks", "step") else "left",
+                         no_wrap=col in ("status", "last seen"))
+    for r in runs:
+        style = _STATUS_STYLE.get(r.status, "")
+        seen = max((t for t in (r.last_progress, r.last_heartbeat, r.end_time, r.start_time)
+                    if t is not None), default=None)
+        table.add_row(r.job_id, r.run_id or NO_RUN, f"[{style}]{r.status}[/]" if style else r.status,
+                      str(r.attempts), str(r.ranks), "-" if r.max_step is None else str(r.max_step),
+                      _age(seen, now))
     console.print(table)
+    console.print("[dim]`triage analyze JOB` shows a job's newest run; `--run RUN` another.[/]")
     return 0

@@ -28,14 +28,16 @@ from triage.store.config import StoreConfig
 from triage.store.layout import QUARANTINE_DIR, spool_node_dir, spool_nodes
 from triage.store.schema import EVENT_SOURCE_STORE, TABLES, table_spec
 from triage.store.writer import PartitionBusy, StoreWriter
-from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name, read_segment
+from triage.trainer_hooks.spool_schema import (SPOOL_TABLES, parse_job_dir_name,
+                                              parse_segment_name, read_segment)
 
-_WRITER_DIR_RE = re.compile(r"^rank(?P<rank>\d+)-(?P<pid>\d+)$")
+#: `rank<R>-<pid>-<incarnation>`, or `rank<R>-<pid>` as written before incarnations.
+_WRITER_DIR_RE = re.compile(r"^rank(?P<rank>\d+)-(?P<pid>\d+)(?:-(?P<incarnation>[0-9a-f]+))?$")
 
 
 @dataclass(frozen=True)
 class SpoolFile:
-    writer: str  # "<job>/<attempt>/rank<R>-<pid>", the watermark key
+    writer: str  # "<job>@<run>/<attempt>/rank<R>-<pid>-<incarnation>", the watermark key
     seq: int
     path: Path
     size: int
@@ -201,10 +203,12 @@ def _error_events(writer: StoreWriter, bad: list[tuple[SpoolFile, str]],
     now = writer.clock()
     rows = []
     for (f, why), err in zip(bad, errors):
-        job_id, attempt, wdir = f.writer.split("/")
+        job_dir, attempt, wdir = f.writer.split("/")
+        job_id, run_id = parse_job_dir_name(job_dir)
         m = _WRITER_DIR_RE.match(wdir)
         rows.append({
-            "job_id": job_id, "attempt": int(attempt) if attempt.isdigit() else None,
+            "job_id": job_id, "run_id": run_id,
+            "attempt": int(attempt) if attempt.isdigit() else None,
             "rank": int(m["rank"]) if m else None, "node": writer.node, "gpu": None,
             "time": now, "kind": "telemetry_error", "step": None,
             "message": f"unreadable spool segment {f.path.name} skipped: {why}",

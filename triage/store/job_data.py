@@ -18,9 +18,13 @@ import pandas as pd
 
 #: Steps per window of the per-rank compute-time medians (stragglers must persist over windows).
 DEFAULT_WINDOW_STEPS = 50
-#: GPU/kernel events this long before a job's first record still belong to it: a GPU can fail
-#: while the job is starting, and the hardware signal often precedes the software symptom.
+#: GPU/kernel events this long before a run's first record are read with it: not to blame them
+#: on the run (the analyzers attribute evidence only within an attempt's window), but to
+#: recognise a condition it inherited (a GPU already lost when the run was placed on it).
 DEFAULT_MARGIN_S = 300.0
+#: ... and this long after its last record: a fault's own records (an Xid, a lost GPU sample)
+#: can trail the last telemetry its ranks wrote; anything later belongs to whatever ran next.
+TAIL_S = 30.0
 #: Rows kept of the few tables that can grow without bound in a broken job.
 MAX_DETAIL_ROWS = 5000
 
@@ -56,9 +60,17 @@ class JobData:
       `_GPU_HEALTH_SQL` for the columns)
     - `gpu_events`, `kernel_events`: the agent's rows for the job's nodes within its span
     - `attempt_outcomes`: the supervisor's conclusion per attempt where it wrote one
+    - `node_health`: the fleet ledger's rows for the job's nodes written before the run ended
+      (quarantines and clears, any job's)
+
+    Everything is of one run (`run_id`) of the job: a job id launched again is a new run, and
+    no run reads another's telemetry. The node-level tables (GPU samples and events, kernel
+    log) come from the run's nodes over its span plus a lead of `margin_s`, so evidence from
+    before the run is there to be recognised as older, never to be blamed on it.
     """
 
     job_id: str
+    run_id: str | None
     window_steps: int
     ranks: pd.DataFrame
     rank_steps: pd.DataFrame
@@ -75,6 +87,7 @@ class JobData:
     gpu_events: pd.DataFrame
     kernel_events: pd.DataFrame
     attempt_outcomes: pd.DataFrame
+    node_health: pd.DataFrame
 
     @property
     def attempts(self) -> list[int]:
@@ -101,14 +114,23 @@ class JobData:
         start = float(r.min())
         return start, (max(float(ends.max()), start) if not ends.empty else start)
 
-    def attempt_at(self, t: float) -> int:
-        """The attempt running at time `t`: the latest one started by then (else the first)."""
+    def attempt_of(self, t: float, lead_s: float, tail_s: float) -> int | None:
+        """The attempt evidence at time `t` belongs to: the latest one started by `t + lead_s`
+        (a hardware signal may precede the rank's own start records by a little), while `t`
+        is no later than `tail_s` after the run's last record. None for evidence from before
+        the run or after it: another job's, or a condition the run inherited."""
         best = None
+        last_end = None
         for a in self.attempts:
             s = self.attempt_span(a)
-            if s is not None and s[0] <= t:
+            if s is None:
+                continue
+            last_end = s[1] if last_end is None else max(last_end, s[1])
+            if s[0] - lead_s <= t:
                 best = a
-        return best if best is not None else (self.attempts[0] if self.attempts else 0)
+        if best is None or last_end is None or t > last_end + tail_s:
+            return None
+        return best
 
     def ranks_on(self, attempt: int, node: str, gpu: int | None) -> list[int]:
         r = self.ranks[(self.ranks["attempt"] == attempt) & (self.ranks["node"] == node)]
@@ -125,6 +147,69 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
 
+#: Where a run id is NULL (telemetry of a job started without `triage run` or torchrun's
+#: rendezvous id, or written before runs existed), it is shown and chosen as this.
+NO_RUN = "-"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    job_id: str
+    run_id: str | None
+    start_time: float | None
+    last_time: float | None
+    attempts: int
+
+    @property
+    def label(self) -> str:
+        return NO_RUN if self.run_id is None else self.run_id
+
+
+_RUNS_SQL = """
+WITH t AS (
+  {parts}
+)
+SELECT run_id, min(t0) AS start_time, max(t1) AS last_time,
+       count(DISTINCT attempt) FILTER (WHERE attempt IS NOT NULL) AS attempts
+FROM t WHERE job_id = $job GROUP BY run_id ORDER BY start_time NULLS FIRST, run_id NULLS FIRST
+"""
+_RUN_SOURCES = {
+    "ranks": "SELECT job_id, run_id, attempt, start_time AS t0, start_time AS t1 FROM ranks",
+    "events": "SELECT job_id, run_id, attempt, time AS t0, time AS t1 FROM events",
+    "attempt_outcomes": "SELECT job_id, run_id, attempt, time AS t0, time AS t1 "
+                        "FROM attempt_outcomes",
+    "runs": "SELECT job_id, run_id, NULL::INTEGER AS attempt, start_time AS t0, "
+            "coalesce(end_time, time) AS t1 FROM runs",
+}
+
+
+def list_runs(con: duckdb.DuckDBPyConnection, job_id: str) -> list[RunInfo]:
+    """The job's runs, oldest first."""
+    have = _tables(con)
+    parts = [sql for t, sql in _RUN_SOURCES.items() if t in have]
+    if not parts:
+        return []
+    rows = con.execute(_RUNS_SQL.format(parts="\n  UNION ALL ".join(parts)),
+                       {"job": job_id}).fetchall()
+    return [RunInfo(job_id, r, t0, t1, int(n)) for r, t0, t1, n in rows]
+
+
+def resolve_run(con: duckdb.DuckDBPyConnection, job_id: str, run: str | None = None
+                ) -> RunInfo:
+    """The run `run` names (its id, or `NO_RUN`), else the newest run of the job.
+
+    Raises KeyError when the store has no record of the job or of that run of it."""
+    runs = list_runs(con, job_id)
+    if not runs:
+        raise KeyError(job_id)
+    if run is None:
+        return runs[-1]
+    for r in runs:
+        if r.label == run:
+            return r
+    raise KeyError(f"{job_id} run {run}")
+
+
 def list_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Job ids the store knows, for telling a user which ones exist."""
     have = _tables(con) & {"ranks", "events"}
@@ -139,7 +224,7 @@ _RANKS_SQL = """
 SELECT attempt, rank, arg_max(node, start_time) AS node, arg_max(gpu, start_time) AS gpu,
        arg_max(gpu_uuid, start_time) AS gpu_uuid, arg_max(pid, start_time) AS pid,
        max(world_size) AS world_size, min(start_time) AS start_time
-FROM ranks WHERE job_id = $job GROUP BY attempt, rank ORDER BY attempt, rank
+FROM ranks WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt, rank ORDER BY attempt, rank
 """
 
 _RANK_STEPS_SQL = """
@@ -147,7 +232,7 @@ SELECT attempt, rank, count(*) AS steps, min(step) AS first_step, max(step) AS l
        min(start_time) AS first_start, max(end_time) AS last_end,
        median(end_time - start_time) AS median_step_s, median(compute_s) AS median_compute_s,
        sum(data_wait_s) AS data_wait_s
-FROM steps WHERE job_id = $job GROUP BY attempt, rank ORDER BY attempt, rank
+FROM steps WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt, rank ORDER BY attempt, rank
 """
 
 _STEP_TIMELINE_SQL = """
@@ -155,19 +240,19 @@ SELECT attempt, step, count(*) AS ranks, min(start_time) AS start, max(end_time)
        median(data_wait_s) AS data_wait_s,
        median(loss) FILTER (WHERE isfinite(loss)) AS loss,
        median(grad_norm) FILTER (WHERE isfinite(grad_norm)) AS grad_norm
-FROM steps WHERE job_id = $job GROUP BY attempt, step ORDER BY attempt, step
+FROM steps WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt, step ORDER BY attempt, step
 """
 
 _RANK_WINDOWS_SQL = """
 SELECT attempt, rank, step // $window AS "window", count(*) AS steps, min(step) AS first_step,
        min(start_time) AS start, median(compute_s) AS median_compute_s
-FROM steps WHERE job_id = $job AND compute_s IS NOT NULL
+FROM steps WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND compute_s IS NOT NULL
 GROUP BY ALL ORDER BY attempt, rank, "window"
 """
 
 _NONFINITE_SQL = f"""
 SELECT attempt, rank, step, end_time AS time, loss, grad_norm
-FROM steps WHERE job_id = $job
+FROM steps WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run
   AND (nonfinite OR NOT isfinite(loss) OR NOT isfinite(grad_norm))
 ORDER BY end_time, rank LIMIT {MAX_DETAIL_ROWS}
 """
@@ -177,13 +262,13 @@ ORDER BY end_time, rank LIMIT {MAX_DETAIL_ROWS}
 _LOSS_OUTLIERS_SQL = f"""
 WITH per_value AS (
   SELECT attempt, step, loss, count(*) AS n
-  FROM steps WHERE job_id = $job AND isfinite(loss) GROUP BY ALL),
+  FROM steps WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND isfinite(loss) GROUP BY ALL),
 per_step AS (
   SELECT attempt, step, arg_max(loss, n) AS agreed_loss, max(n) AS agreeing, sum(n) AS ranks
   FROM per_value GROUP BY ALL HAVING count(*) > 1 AND max(n) * 2 > sum(n) AND sum(n) >= 3)
 SELECT s.attempt, s.rank, s.step, s.end_time AS time, s.loss, p.agreed_loss, p.agreeing, p.ranks
 FROM steps s JOIN per_step p USING (attempt, step)
-WHERE s.job_id = $job AND isfinite(s.loss) AND s.loss <> p.agreed_loss
+WHERE s.job_id = $job AND s.run_id IS NOT DISTINCT FROM $run AND isfinite(s.loss) AND s.loss <> p.agreed_loss
 ORDER BY s.end_time, s.rank LIMIT {MAX_DETAIL_ROWS}
 """
 
@@ -193,7 +278,7 @@ ORDER BY s.end_time, s.rank LIMIT {MAX_DETAIL_ROWS}
 _ARRIVALS_SQL = """
 WITH c AS (
   SELECT attempt, "group", seq, rank, enter_time, group_size
-  FROM collectives WHERE job_id = $job AND group_size > 1),
+  FROM collectives WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND group_size > 1),
 per AS (
   SELECT attempt, "group", seq, arg_max(rank, enter_time) AS last_rank,
          max(enter_time) AS last_enter, avg(enter_time) AS mean_enter, count(*) AS n,
@@ -213,7 +298,7 @@ _LAST_COLLECTIVES_SQL = """
 SELECT attempt, rank, "group", max(seq) AS last_entered_seq,
        max(seq) FILTER (WHERE end_time IS NOT NULL) AS last_completed_seq,
        arg_max(op, seq) AS last_op, max(enter_time) AS last_enter_time
-FROM collectives WHERE job_id = $job GROUP BY ALL ORDER BY attempt, rank, "group"
+FROM collectives WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY ALL ORDER BY attempt, rank, "group"
 """
 
 _HEARTBEATS_SQL = """
@@ -221,17 +306,17 @@ SELECT attempt, rank, min(time) AS first_time, max(time) AS time, arg_max(step, 
        arg_max(inflight_op, time) AS inflight_op, arg_max(inflight_group, time) AS inflight_group,
        arg_max(inflight_seq, time) AS inflight_seq,
        arg_max(inflight_since, time) AS inflight_since
-FROM heartbeats WHERE job_id = $job GROUP BY attempt, rank ORDER BY attempt, rank
+FROM heartbeats WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt, rank ORDER BY attempt, rank
 """
 
 _EVENTS_SQL = """
 SELECT attempt, rank, node, gpu, time, kind, step, message, detail
-FROM events WHERE job_id = $job AND kind <> 'canary' ORDER BY time, rank
+FROM events WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND kind <> 'canary' ORDER BY time, rank
 """
 
 _CANARY_SQL = f"""
 WITH c AS (SELECT attempt, rank, node, gpu, step, time, message AS digest
-           FROM events WHERE job_id = $job AND kind = 'canary'),
+           FROM events WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND kind = 'canary'),
 split AS (SELECT attempt, step FROM c GROUP BY ALL HAVING count(DISTINCT digest) > 1)
 SELECT c.* FROM c JOIN split USING (attempt, step) ORDER BY c.step, c.rank
 LIMIT {MAX_DETAIL_ROWS}
@@ -246,7 +331,7 @@ THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
 _GPU_HEALTH_SQL = f"""
 WITH s AS (
   SELECT * FROM gpu_samples
-  WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job)
+  WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run)
     AND time BETWEEN $t0 AND $t1),
 firsts AS (
   SELECT node, gpu, arg_min(pcie_replay_total, time) AS replay0,
@@ -257,6 +342,7 @@ firsts AS (
          arg_min(nvlink_recovery_errors_total, time) AS recovery0
   FROM s GROUP BY ALL)
 SELECT node, gpu, any_value(uuid) AS uuid, count(*) AS samples,
+       min(time) AS first_sample_time, arg_min(gpu_up, time) AS up_at_first_sample,
        min(time) FILTER (WHERE NOT gpu_up) AS lost_time,
        count(*) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttled_samples,
        bit_or(clock_event_reasons & {THROTTLE_MASK}) AS throttle_reasons,
@@ -283,7 +369,8 @@ FROM s JOIN firsts USING (node, gpu) GROUP BY node, gpu ORDER BY node, gpu
 """
 
 _GPU_HEALTH_COLUMNS = [
-    "node", "gpu", "uuid", "samples", "lost_time", "throttled_samples", "throttle_reasons",
+    "node", "gpu", "uuid", "samples", "first_sample_time", "up_at_first_sample", "lost_time",
+    "throttled_samples", "throttle_reasons",
     "throttle_first", "throttle_last", "max_temperature_celsius", "slowdown_celsius",
     "ecc_uncorrected", "ecc_first", "ecc_uncorrected_at_start", "remap_failure",
     "remap_failure_first", "remap_uncorrectable_growth", "pcie_replay_growth",
@@ -293,14 +380,20 @@ _GPU_HEALTH_COLUMNS = [
 
 _NODE_EVENTS_SQL = """
 SELECT * FROM {table}
-WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job)
+WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run)
   AND time BETWEEN $t0 AND $t1 ORDER BY time
+"""
+
+_NODE_HEALTH_SQL = """
+SELECT * FROM node_health
+WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run)
+  AND time <= $t1 ORDER BY time
 """
 
 _OUTCOMES_SQL = """
 SELECT attempt, arg_max(status, time) AS status, arg_max(exit_code, time) AS exit_code,
        arg_max(reason, time) AS reason
-FROM attempt_outcomes WHERE job_id = $job GROUP BY attempt ORDER BY attempt
+FROM attempt_outcomes WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt ORDER BY attempt
 """
 
 #: Columns of each frame when its table is absent, so analyzers can filter an empty frame.
@@ -329,6 +422,8 @@ _EMPTY_COLUMNS: dict[str, list[str]] = {
                       "gpu_instance", "compute_instance", "pid", "process_name", "severity",
                       "simulated"],
     "attempt_outcomes": ["attempt", "status", "exit_code", "reason"],
+    "node_health": ["time", "node", "gpu", "state", "category", "xid", "reason", "evidence",
+                    "source", "job_id", "run_id", "attempt", "by"],
 }
 
 
@@ -340,15 +435,18 @@ def _query(con: duckdb.DuckDBPyConnection, have: set[str], needs: tuple[str, ...
     return con.execute(sql, used).df()
 
 
-def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *,
+def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *, run: str | None = None,
              window_steps: int = DEFAULT_WINDOW_STEPS,
              margin_s: float = DEFAULT_MARGIN_S) -> JobData:
-    """Read one job from a store snapshot (views named after the tables).
+    """Read one run of a job from a store snapshot (views named after the tables): the one
+    `run` names (a run id, or `NO_RUN`), by default the newest.
 
-    Raises KeyError when the store has no record of `job_id` (`list_jobs` names the known ones).
+    Raises KeyError when the store has no record of `job_id` (`list_jobs` names the known ones)
+    or of that run (`list_runs`).
     """
     have = _tables(con)
-    params: dict[str, object] = {"job": job_id, "window": window_steps}
+    chosen = resolve_run(con, job_id, run)
+    params: dict[str, object] = {"job": job_id, "run": chosen.run_id, "window": window_steps}
 
     def q(frame: str, needs: tuple[str, ...], sql: str) -> pd.DataFrame:
         return _query(con, have, needs, frame, sql, params)
@@ -362,9 +460,10 @@ def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *,
     times = pd.concat([ranks["start_time"], events["time"], heartbeats["time"],
                        rank_steps["last_end"]]).dropna()
     params["t0"] = float(times.min()) - margin_s if not times.empty else 0.0
-    params["t1"] = float(times.max()) + margin_s if not times.empty else 0.0
+    params["t1"] = float(times.max()) + TAIL_S if not times.empty else 0.0
     return JobData(
         job_id=job_id,
+        run_id=chosen.run_id,
         window_steps=window_steps,
         ranks=ranks,
         rank_steps=rank_steps,
@@ -383,4 +482,5 @@ def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *,
         kernel_events=q("kernel_events", ("kernel_events", "ranks"),
                         _NODE_EVENTS_SQL.format(table="kernel_events")),
         attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL),
+        node_health=q("node_health", ("node_health", "ranks"), _NODE_HEALTH_SQL),
     )

@@ -28,6 +28,7 @@ class JobScore:
     """One row of `job_scores`: a figure of a job (`rank` None) or of one of its ranks."""
 
     job_id: str
+    run_id: str  # "" where the row has none
     attempt: int
     time: float
     name: str
@@ -80,8 +81,8 @@ class JobResultsReader:
         segments = [s for s in self._manifest.table_segments("job_scores")
                     if s.max_time is None or s.max_time > after]
         self._missed = False
-        table = self._read(segments, ["job_id", "attempt", "time", "name", "rank", "node", "value"],
-                           wanted)
+        table = self._read(segments, ["job_id", "run_id", "attempt", "time", "name", "rank",
+                                      "node", "value"], wanted)
         if table.num_rows:
             table = table.filter(pc.greater(table["time"], after))
         if not table.num_rows:
@@ -89,7 +90,7 @@ class JobResultsReader:
         table = table.sort_by("time")
         if not self._missed:  # else the missing rows are read again, from their new segment
             self._scores_after = pc.max(table["time"]).as_py()
-        return [JobScore(**row) for row in table.to_pylist()]
+        return [JobScore(**{**row, "run_id": row.get("run_id") or ""}) for row in table.to_pylist()]
 
     def _read(self, segments: list[Segment], columns: list[str], jobs: frozenset[str]) -> pa.Table:
         """The rows of `jobs` in `segments`; a segment retired and deleted since the manifest

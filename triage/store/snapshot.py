@@ -29,6 +29,7 @@ from triage.store.sql import parquet_source
 @dataclass(frozen=True)
 class AttemptSummary:
     job_id: str
+    run_id: str | None
     attempt: int
     status: str  # schema.ATTEMPT_STATUSES
     ranks: int
@@ -42,10 +43,30 @@ class AttemptSummary:
 
 
 @dataclass(frozen=True)
-class JobSummary:
+class RunSummary:
+    """One `triage run` launch of a job (run_id None: telemetry written without one)."""
+
     job_id: str
-    status: str  # the status of its newest attempt
+    run_id: str | None
+    status: str  # the supervisor's final word on the run, else its newest attempt's status
     attempts: int
+    ranks: int  # of the newest attempt
+    max_step: int | None
+    last_progress: float | None
+    last_heartbeat: float | None
+    start_time: float | None
+    end_time: float | None  # when the supervisor ended it
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job as its newest run shows it."""
+
+    job_id: str
+    run_id: str | None  # the newest run
+    runs: int
+    status: str  # the status of its newest run
+    attempts: int  # of the newest run
     ranks: int  # of the newest attempt
     max_step: int | None
     last_progress: float | None
@@ -81,25 +102,27 @@ _VALID_DETAIL = "CASE WHEN json_valid(detail) THEN detail END"
 _ATTEMPTS_SQL = """
 CREATE VIEW attempts AS
 WITH keys AS (
-    SELECT job_id, attempt FROM ranks UNION SELECT job_id, attempt FROM heartbeats
-    UNION SELECT job_id, attempt FROM events UNION SELECT job_id, attempt FROM attempt_outcomes),
-r AS (SELECT job_id, attempt, count(DISTINCT rank) AS ranks, count(DISTINCT node) AS nodes,
+    SELECT job_id, coalesce(run_id, '') AS run_id, attempt FROM ranks UNION SELECT job_id, coalesce(run_id, '') AS run_id, attempt FROM heartbeats
+    UNION SELECT job_id, coalesce(run_id, '') AS run_id, attempt FROM events
+    UNION SELECT job_id, coalesce(run_id, '') AS run_id, attempt FROM attempt_outcomes),
+r AS (SELECT job_id, coalesce(run_id, '') AS run_id, attempt, count(DISTINCT rank) AS ranks, count(DISTINCT node) AS nodes,
              max(world_size) AS world_size, min(start_time) AS start_time
       FROM ranks GROUP BY ALL),
-s AS (SELECT job_id, attempt, max(step) AS max_step, max(end_time) AS last_progress
+s AS (SELECT job_id, coalesce(run_id, '') AS run_id, attempt, max(step) AS max_step, max(end_time) AS last_progress
       FROM steps GROUP BY ALL),
-h AS (SELECT job_id, attempt, max(time) AS last_heartbeat, min(time) AS first_heartbeat
+h AS (SELECT job_id, coalesce(run_id, '') AS run_id, attempt, max(time) AS last_heartbeat, min(time) AS first_heartbeat
       FROM heartbeats GROUP BY ALL),
-e AS (SELECT job_id, attempt,
+e AS (SELECT job_id, coalesce(run_id, '') AS run_id, attempt,
              count(*) FILTER (WHERE kind = 'exception') AS exceptions,
              count(*) FILTER (WHERE kind = 'sigterm') AS sigterms,
              count(DISTINCT rank) FILTER (WHERE kind = 'exit') AS exited_ranks,
              bool_or(kind = 'exit' AND coalesce(TRY_CAST(json_extract_string({detail}, '$.exit_code')
                      AS INTEGER), 0) <> 0) AS bad_exit,
-             max(time) AS last_event
+             max(time) AS last_event, min(time) AS first_event
       FROM events GROUP BY ALL),
-o AS (SELECT job_id, attempt, arg_max(status, time) AS outcome FROM attempt_outcomes GROUP BY ALL)
-SELECT k.job_id, k.attempt,
+o AS (SELECT job_id, coalesce(run_id, '') AS run_id, attempt, arg_max(status, time) AS outcome, min(time) AS outcome_time
+      FROM attempt_outcomes GROUP BY ALL)
+SELECT k.job_id, nullif(k.run_id, '') AS run_id, k.attempt,
        CASE WHEN o.outcome IS NOT NULL THEN o.outcome
             WHEN coalesce(e.sigterms, 0) > 0 THEN 'preempted'
             WHEN coalesce(e.exceptions, 0) > 0 OR coalesce(e.bad_exit, false) THEN 'failed'
@@ -108,35 +131,64 @@ SELECT k.job_id, k.attempt,
                  <= {timeout} THEN 'running'
             ELSE 'failed' END AS status,
        coalesce(r.ranks, 0) AS ranks, r.nodes, r.world_size,
-       coalesce(r.start_time, h.first_heartbeat) AS start_time,
+       coalesce(r.start_time, h.first_heartbeat, e.first_event, o.outcome_time) AS start_time,
        s.max_step, s.last_progress, h.last_heartbeat, coalesce(e.exceptions, 0) AS exceptions
 FROM keys k
-LEFT JOIN r USING (job_id, attempt) LEFT JOIN s USING (job_id, attempt)
-LEFT JOIN h USING (job_id, attempt) LEFT JOIN e USING (job_id, attempt)
-LEFT JOIN o USING (job_id, attempt)
+LEFT JOIN r USING (job_id, run_id, attempt) LEFT JOIN s USING (job_id, run_id, attempt)
+LEFT JOIN h USING (job_id, run_id, attempt) LEFT JOIN e USING (job_id, run_id, attempt)
+LEFT JOIN o USING (job_id, run_id, attempt)
 WHERE k.job_id IS NOT NULL AND k.attempt IS NOT NULL
+"""
+
+# A run's status: the supervisor's final row in `runs` where it wrote one (a run whose ranks
+# wrote no telemetry has only that), else its newest attempt's.
+_RUNS_SQL = """
+CREATE VIEW run_summaries AS
+WITH a AS (
+    SELECT job_id, coalesce(run_id, '') AS run_id, arg_max(status, attempt) AS status,
+           count(*) AS attempts,
+           arg_max(ranks, attempt) AS ranks, max(max_step) AS max_step,
+           max(last_progress) AS last_progress, max(last_heartbeat) AS last_heartbeat,
+           min(start_time) AS start_time
+    FROM attempts GROUP BY job_id, run_id),
+l AS (
+    SELECT job_id, coalesce(run_id, '') AS run_id, arg_max(status, time) AS status,
+           min(start_time) AS start_time,
+           max(end_time) AS end_time
+    FROM runs WHERE job_id IS NOT NULL GROUP BY job_id, run_id)
+SELECT job_id, nullif(run_id, '') AS run_id,
+       CASE WHEN l.status IS NOT NULL AND l.status <> 'running' THEN l.status
+            ELSE coalesce(a.status, l.status) END AS status,
+       coalesce(a.attempts, 0) AS attempts, coalesce(a.ranks, 0) AS ranks, a.max_step,
+       a.last_progress, a.last_heartbeat, coalesce(l.start_time, a.start_time) AS start_time,
+       l.end_time
+FROM a FULL JOIN l USING (job_id, run_id)
 """
 
 _JOBS_SQL = """
 CREATE VIEW jobs AS
-SELECT job_id, arg_max(status, attempt) AS status, count(*) AS attempts,
-       arg_max(ranks, attempt) AS ranks, max(max_step) AS max_step,
+SELECT job_id, arg_max(run_id, coalesce(start_time, 0)) AS run_id, count(*) AS runs,
+       arg_max(status, coalesce(start_time, 0)) AS status,
+       arg_max(attempts, coalesce(start_time, 0)) AS attempts,
+       arg_max(ranks, coalesce(start_time, 0)) AS ranks,
+       arg_max(max_step, coalesce(start_time, 0)) AS max_step,
        max(last_progress) AS last_progress, max(last_heartbeat) AS last_heartbeat,
-       min(start_time) AS start_time
-FROM attempts GROUP BY job_id
+       max(start_time) AS start_time
+FROM run_summaries GROUP BY job_id
 """
 
 _CHECKPOINTS_SQL = f"""
 CREATE VIEW checkpoints AS
-SELECT e.job_id, e.attempt, e.rank, e.node, e.step, b.begin_time, e.time AS end_time,
+SELECT e.job_id, e.run_id, e.attempt, e.rank, e.node, e.step, b.begin_time, e.time AS end_time,
        e.time - b.begin_time AS duration_s,
        TRY_CAST(json_extract_string({_VALID_DETAIL.replace('detail', 'e.detail')}, '$.bytes') AS BIGINT) AS bytes,
        json_extract_string({_VALID_DETAIL.replace('detail', 'e.detail')}, '$.path') AS path,
        e.detail
 FROM events e
-LEFT JOIN (SELECT job_id, attempt, rank, step, max(time) AS begin_time FROM events
+LEFT JOIN (SELECT job_id, run_id, attempt, rank, step, max(time) AS begin_time FROM events
            WHERE kind = 'checkpoint_save_begin' GROUP BY ALL) b
-       USING (job_id, attempt, rank, step)
+       ON b.job_id = e.job_id AND b.run_id IS NOT DISTINCT FROM e.run_id
+          AND b.attempt = e.attempt AND b.rank = e.rank AND b.step = e.step
 WHERE e.kind = 'checkpoint_save_end'
 """
 
@@ -176,6 +228,7 @@ class Snapshot:
                 self.con.execute(f'CREATE VIEW "{table}" AS {body}')
         self.con.execute(_ATTEMPTS_SQL.format(detail=_VALID_DETAIL, now=repr(float(self.now)),
                                               timeout=repr(float(config.heartbeat_timeout_s))))
+        self.con.execute(_RUNS_SQL)
         self.con.execute(_JOBS_SQL)
         self.con.execute(_CHECKPOINTS_SQL)
 
@@ -199,36 +252,52 @@ class Snapshot:
     def jobs(self) -> list[JobSummary]:
         return self._typed(JobSummary, "SELECT * FROM jobs ORDER BY start_time DESC NULLS LAST, job_id")
 
-    def attempts(self, job_id: str | None = None) -> list[AttemptSummary]:
-        return self._typed(AttemptSummary,
-                           "SELECT * FROM attempts WHERE $1 IS NULL OR job_id = $1 ORDER BY job_id, attempt",
-                           [job_id])
+    def runs(self, job_id: str | None = None) -> list[RunSummary]:
+        """Runs, newest first."""
+        return self._typed(RunSummary, "SELECT * FROM run_summaries WHERE $1 IS NULL OR job_id = $1 "
+                           "ORDER BY start_time DESC NULLS LAST, job_id, run_id", [job_id])
 
-    def rank_progress(self, job_id: str, attempt: int) -> list[RankProgress]:
+    def attempts(self, job_id: str | None = None, run_id: str | None = None
+                 ) -> list[AttemptSummary]:
+        """Attempts of a job (of one run of it when `run_id` is given)."""
+        return self._typed(AttemptSummary,
+                           "SELECT * FROM attempts WHERE ($1 IS NULL OR job_id = $1) "
+                           "AND ($2 IS NULL OR run_id = $2) ORDER BY job_id, start_time, attempt",
+                           [job_id, run_id])
+
+    def rank_progress(self, job_id: str, attempt: int, run_id: str | None = None
+                      ) -> list[RankProgress]:
         """Per rank: newest step and heartbeat, which tell a hang or a dead rank apart."""
         return self._typed(RankProgress, """
             WITH r AS (SELECT rank, any_value(node) AS node, any_value(gpu) AS gpu FROM ranks
-                       WHERE job_id = $1 AND attempt = $2 GROUP BY rank),
+                       WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
+                       GROUP BY rank),
                  s AS (SELECT rank, max(step) AS max_step, max(end_time) AS last_step_end FROM steps
-                       WHERE job_id = $1 AND attempt = $2 GROUP BY rank),
+                       WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
+                       GROUP BY rank),
                  h AS (SELECT rank, max(time) AS last_heartbeat, arg_max(step, time) AS heartbeat_step
-                       FROM heartbeats WHERE job_id = $1 AND attempt = $2 GROUP BY rank)
+                       FROM heartbeats WHERE job_id = $1 AND attempt = $2
+                       AND run_id IS NOT DISTINCT FROM $3 GROUP BY rank)
             SELECT rank, r.node, r.gpu, s.max_step, s.last_step_end, h.last_heartbeat, h.heartbeat_step
-            FROM r FULL JOIN s USING (rank) FULL JOIN h USING (rank) ORDER BY rank""", [job_id, attempt])
+            FROM r FULL JOIN s USING (rank) FULL JOIN h USING (rank) ORDER BY rank""",
+            [job_id, attempt, run_id])
 
-    def step_time_medians(self, job_id: str, attempt: int) -> dict[int, float]:
+    def step_time_medians(self, job_id: str, attempt: int, run_id: str | None = None
+                          ) -> dict[int, float]:
         rows = self.con.execute("""
             SELECT rank, median(end_time - start_time) FROM steps
-            WHERE job_id = $1 AND attempt = $2 GROUP BY rank ORDER BY rank""", [job_id, attempt]).fetchall()
+            WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
+            GROUP BY rank ORDER BY rank""", [job_id, attempt, run_id]).fetchall()
         return dict(rows)
 
-    def last_arrivals(self, job_id: str, attempt: int) -> list[LastArrival]:
+    def last_arrivals(self, job_id: str, attempt: int, run_id: str | None = None
+                      ) -> list[LastArrival]:
         """Per collective, the rank whose enter time was last: the one the others waited for."""
         return self._typed(LastArrival, """
             SELECT "group", seq, any_value(op) AS op, arg_max(rank, enter_time) AS last_rank,
                    max(enter_time) - min(enter_time) AS spread_s, count(*) AS ranks
-            FROM collectives WHERE job_id = $1 AND attempt = $2
-            GROUP BY "group", seq ORDER BY "group", seq""", [job_id, attempt])
+            FROM collectives WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
+            GROUP BY "group", seq ORDER BY "group", seq""", [job_id, attempt, run_id])
 
     def close(self) -> None:
         self.con.close()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 
 from triage.config import ENV_JOB_ID, ConfigError
+from triage.names import check_name
+from triage.supervisor.identity import default_job_id
 
 AGENT_GPUS = ("sim", "nvml", "auto", "none")
 
@@ -14,7 +15,8 @@ AGENT_GPUS = ("sim", "nvml", "auto", "none")
 @dataclass
 class SupervisorConfig:
     job_id: str | None = field(default=None, metadata={
-        "help": "job id of every attempt (default: env TRIAGE_JOB_ID, else run-<time>)"})
+        "help": "the job's id (default: env TRIAGE_JOB_ID, else a new job-<time>-<random>); "
+                "running a job id again starts a new run of that job"})
     max_restarts: int = field(default=3, metadata={
         "help": "give up after this many restarts (requeues after preemption count too)"})
     hang_timeout: float | None = field(default=None, metadata={
@@ -63,8 +65,12 @@ class SupervisorConfig:
                               f"{', '.join(AGENT_GPUS)}")
         if not self.agents.strip():
             raise ConfigError("--agents: say auto, none, or node names NODE,NODE")
-        self.job_id = self.job_id or os.environ.get(ENV_JOB_ID) or time.strftime(
-            "run-%Y%m%d-%H%M%S")
+        if self.job_id:
+            check_name("job id", self.job_id, source="--job-id")
+        elif os.environ.get(ENV_JOB_ID):
+            self.job_id = check_name("job id", os.environ[ENV_JOB_ID], source=f"env {ENV_JOB_ID}")
+        else:
+            self.job_id = default_job_id()
 
     def agent_nodes(self, simulated: list[str]) -> list[str]:
         if self.agents == "auto":

@@ -9,7 +9,10 @@ agent; the node agents export what it records there (incidents, job scores).
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import socket
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -45,9 +48,11 @@ class Progress:
 
 _PROGRESS_SQL = """
 WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad
-           FROM steps WHERE job_id = $job AND attempt = $attempt),
+           FROM steps
+           WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt),
      e AS (SELECT min(step) AS step FROM events
-           WHERE job_id = $job AND attempt = $attempt AND kind = 'nonfinite')
+           WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+             AND kind = 'nonfinite')
 SELECT min(step), max(step) FILTER (WHERE NOT bad), max(end_time), min(end_time),
        median(end_time - start_time) FILTER (WHERE NOT bad),
        sum(tokens) FILTER (WHERE end_time > $now - $win),
@@ -65,11 +70,12 @@ def ingest_pending(data_dir: Path, agent_nodes: Collection[str] = ()) -> None:
             ingest_spools(data_dir, node)
 
 
-def read_progress(data_dir: Path, job_id: str, attempt: int) -> Progress:
+def read_attempt_progress(data_dir: Path, job_id: str, run_id: str, attempt: int) -> Progress:
+    """Step progress of one attempt of this run: never another run's, even of the same job."""
     now = time.time()
     with open_snapshot(data_dir, now=now) as snap:
-        row = snap.con.execute(_PROGRESS_SQL, {"job": job_id, "attempt": attempt, "now": now,
-                                               "win": _RATE_WINDOW_S}).fetchone()
+        row = snap.con.execute(_PROGRESS_SQL, {"job": job_id, "run": run_id, "attempt": attempt,
+                                               "now": now, "win": _RATE_WINDOW_S}).fetchone()
     first_step, last_step, last_end, first_end, p50, recent_tokens, bad = row
     return Progress(
         None if first_step is None else int(first_step),
@@ -78,14 +84,18 @@ def read_progress(data_dir: Path, job_id: str, attempt: int) -> Progress:
         None if bad is None else int(bad))
 
 
-def analyze(data_dir: Path, job_id: str, cfg: AnalyzerConfig | None = None) -> JobAnalysis | None:
-    """The analyzers over the job as the store has it now; None when the store knows no rank
-    or event of it (a command without the hooks, or one that died before its first flush)."""
+def analyze(data_dir: Path, job_id: str, run_id: str,
+            cfg: AnalyzerConfig | None = None) -> JobAnalysis | None:
+    """The analyzers over this run of the job as the store has it now; None when the store
+    knows no rank or event of it (a command without the hooks, or one that died before its
+    first flush)."""
     with open_snapshot(data_dir) as snap:
         try:
-            job = load_job(snap.con, job_id)
+            job = load_job(snap.con, job_id, run=run_id)
         except KeyError:
             return None
+    if job.ranks.empty and job.events.empty:
+        return None
     return analyze_job(job, cfg or AnalyzerConfig())
 
 
@@ -95,7 +105,7 @@ def root_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | None:
     return next((i.verdict for i in analysis.incidents if i.attempt == attempt and i.root), None)
 
 
-def record_attempt(data_dir: Path, job_id: str, attempt: int, *, status: str,
+def record_attempt(data_dir: Path, job_id: str, run_id: str, attempt: int, *, status: str,
                    exit_code: int | None, reason: str, verdict: Verdict | None,
                    action: str | None) -> None:
     """The attempt's outcome, and its root cause with the action taken, in the store."""
@@ -106,14 +116,14 @@ def record_attempt(data_dir: Path, job_id: str, attempt: int, *, status: str,
             d["action"] = action or d["action"]
             c = verdict.culprit
             writer.append_rows("incidents", [{
-                "job_id": job_id, "attempt": attempt, "time": now,
+                "job_id": job_id, "run_id": run_id, "attempt": attempt, "time": now,
                 "category": d["category"], "layer": d["layer"], "action": d["action"],
                 "confidence": verdict.confidence, "summary": verdict.summary,
                 "culprit_rank": c.rank, "culprit_node": c.node, "culprit_gpu": c.gpu,
                 "culprit_uuid": c.uuid, "first_seen": verdict.first_seen,
                 "verdict": json.dumps(d)}])
         writer.append_rows("attempt_outcomes", [{
-            "job_id": job_id, "attempt": attempt, "time": now, "status": status,
+            "job_id": job_id, "run_id": run_id, "attempt": attempt, "time": now, "status": status,
             "exit_code": exit_code, "reason": reason}])
 
 
@@ -121,13 +131,12 @@ def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
     """The job's goodput ratio and its ranks' straggler scores in `attempt`, as the node agents
     export them (`triage_job_goodput_ratio`, `triage_straggler_score`); rows written."""
     now = time.time()
-    rows = [{"job_id": analysis.job_id, "attempt": attempt, "time": now, "name": STRAGGLER_SCORE,
-             "rank": s.rank, "node": s.node, "value": s.score}
+    key = {"job_id": analysis.job_id, "run_id": analysis.run_id, "attempt": attempt, "time": now}
+    rows = [{**key, "name": STRAGGLER_SCORE, "rank": s.rank, "node": s.node, "value": s.score}
             for s in analysis.stragglers if s.attempt == attempt]
     ratio = analysis.goodput.ratio
     if ratio is not None:
-        rows.append({"job_id": analysis.job_id, "attempt": attempt, "time": now,
-                     "name": GOODPUT_RATIO, "rank": None, "node": None, "value": ratio})
+        rows.append({**key, "name": GOODPUT_RATIO, "rank": None, "node": None, "value": ratio})
     if not rows:
         return 0
     with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
@@ -135,3 +144,32 @@ def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
         if len(writer.manifest.table_segments("job_scores")) >= _COMPACT_AT_SEGMENTS:
             compact(writer)
     return len(rows)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the `runs` table says of a run; one row at its start and one at its end."""
+
+    job_id: str
+    run_id: str
+    start_time: float
+    command: str
+
+
+def record_run(data_dir: Path, run: RunRecord, *, status: str, reason: str = "",
+               end_time: float | None = None) -> None:
+    """A run is in the store from its start, so `triage jobs` and `analyze` know it even when
+    no rank ever writes telemetry."""
+    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
+        writer.append_rows("runs", [{
+            "job_id": run.job_id, "run_id": run.run_id, "time": time.time(),
+            "start_time": run.start_time, "end_time": end_time, "status": status,
+            "reason": reason, "command": run.command, "host": socket.gethostname(),
+            "pid": os.getpid(), "user": _user()}])
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container's uid without a passwd entry
+        return str(os.getuid())

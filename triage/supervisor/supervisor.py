@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -21,16 +22,18 @@ from typing import Any
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
 from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
-                           ENV_RESUME_BEFORE_STEP, ENV_SKIP_STEPS, data_dir_from_env)
+                           ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, data_dir_from_env)
 from triage.store.layout import spool_node_dir, spool_nodes
 from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
-from triage.supervisor.observe import (Progress, analyze, ingest_pending, read_progress,
-                                       record_attempt, record_scores, root_verdict)
+from triage.supervisor.identity import JobLock, new_run_id
+from triage.supervisor.observe import (Progress, RunRecord, analyze, ingest_pending,
+                                       read_attempt_progress, record_attempt, record_run,
+                                       record_scores, root_verdict)
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import job_processes, rank_processes, stop_job
 from triage.taxonomy import Category
-from triage.trainer_hooks.spool_schema import parse_segment_name
+from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
 from triage.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -96,6 +99,7 @@ class AttemptReport:
 @dataclass
 class JobReport:
     job_id: str
+    run_id: str
     data_dir: str
     command: list[str]
     status: str = "running"  # completed, failed, gave_up, interrupted
@@ -130,7 +134,8 @@ class JobReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "data_dir": self.data_dir, "command": self.command,
+        return {"job_id": self.job_id, "run_id": self.run_id, "data_dir": self.data_dir,
+                "command": self.command,
                 "status": self.status, "reason": self.reason,
                 "excluded_nodes": self.excluded_nodes,
                 "attempts": [{**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s}
@@ -192,15 +197,23 @@ class Supervisor:
         self.command = list(command)
         self.data_dir = data_dir_from_env(cfg.data_dir)
         self.job_id = str(cfg.job_id)
+        self.run_id = new_run_id()
         self.on_update = on_update or (lambda state: None)
         self.nodes = simulated_nodes(self.command)
         self.agent_nodes = cfg.agent_nodes(self.nodes)
-        self.report = JobReport(self.job_id, str(self.data_dir), self.command)
+        self.report = JobReport(self.job_id, self.run_id, str(self.data_dir), self.command)
         self._incidents: list[str] = []
 
     # -- the job ----------------------------------------------------------------------------
     def run(self) -> JobReport:
+        """The whole run: refused (`JobRunning`) while another supervisor runs this job id."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        with JobLock(self.data_dir, self.job_id, self.run_id):
+            return self._run()
+
+    def _run(self) -> JobReport:
+        record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
+        record_run(self.data_dir, record, status="running")
         stops = self._stops = _StopSignals().__enter__()
         agents = Agents(self.agent_nodes, self.data_dir, gpu=self.cfg.agent_gpu,
                         sim_gpus=self.cfg.sim_gpus, interval_s=self.cfg.agent_interval)
@@ -214,8 +227,10 @@ class Supervisor:
             agents.stop()
             stops.__exit__()
             ingest_pending(self.data_dir)
-            final = analyze(self.data_dir, self.job_id, self._analyzer_config())
+            final = analyze(self.data_dir, self.job_id, self.run_id, self._analyzer_config())
             self.report.analysis = None if final is None else final.to_dict()
+            record_run(self.data_dir, record, status=self.report.status,
+                       reason=self.report.reason, end_time=time.time())
         return self.report
 
     def _attempts(self, agents: Agents) -> None:
@@ -245,7 +260,7 @@ class Supervisor:
     def _act(self, report: AttemptReport, decision: Decision, verdict: Verdict | None) -> None:
         report.action = None if decision.action is None else decision.action.value
         report.reason = decision.reason
-        record_attempt(self.data_dir, self.job_id, report.attempt,
+        record_attempt(self.data_dir, self.job_id, self.run_id, report.attempt,
                        status=_STORE_STATUS[report.outcome or "failed"],
                        exit_code=report.exit_code, reason=decision.reason,
                        verdict=verdict, action=report.action)
@@ -257,7 +272,7 @@ class Supervisor:
     # -- one attempt ------------------------------------------------------------------------
     def _env(self, attempt: int, plan: Plan) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({ENV_JOB_ID: self.job_id, ENV_ATTEMPT: str(attempt),
+        env.update({ENV_JOB_ID: self.job_id, ENV_RUN_ID: self.run_id, ENV_ATTEMPT: str(attempt),
                     ENV_DATA_DIR: str(self.data_dir)})
         for key, value in ((ENV_EXCLUDE_NODES, ",".join(plan.excluded_nodes)),
                            (ENV_RESUME_BEFORE_STEP, "" if plan.resume_before_step is None
@@ -282,7 +297,7 @@ class Supervisor:
         except BaseException:
             report.killed_pids = stop_job(launcher, self.job_id, attempt, self.cfg.grace)
             report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
-            record_attempt(self.data_dir, self.job_id, attempt, status="failed",
+            record_attempt(self.data_dir, self.job_id, self.run_id, attempt, status="failed",
                            exit_code=launcher.returncode, reason="interrupted", verdict=None,
                            action=None)
             raise
@@ -296,14 +311,14 @@ class Supervisor:
         report.outcome, report.detection = outcome, detection
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
-        progress = read_progress(self.data_dir, self.job_id, attempt)
+        progress = read_attempt_progress(self.data_dir, self.job_id, self.run_id, attempt)
         report.last_step, report.last_progress = progress.last_step, progress.last_progress
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = (None if progress.first_step is None
                                     else progress.first_step - 1)
         verdict, analysis = None, None
         if outcome != "completed":
-            analysis = analyze(self.data_dir, self.job_id, self._analyzer_config())
+            analysis = analyze(self.data_dir, self.job_id, self.run_id, self._analyzer_config())
             verdict = root_verdict(analysis, attempt)
             if (verdict is not None and verdict.category is Category.PREEMPTION
                     and outcome != "preempted"):
@@ -350,7 +365,7 @@ class Supervisor:
                     return "failed", "rank_exit", progress  # the launcher does not end
             if now >= next_probe:
                 ingest_pending(self.data_dir, self._live_agents(agents))
-                progress = read_progress(self.data_dir, self.job_id, attempt)
+                progress = read_attempt_progress(self.data_dir, self.job_id, self.run_id, attempt)
                 self._show(attempt, "running", progress)
                 if now - (progress.last_progress or started) > self._hang_limit(progress):
                     return "hung", "hang", progress
@@ -365,7 +380,7 @@ class Supervisor:
         analysis per job, here, instead of one per node. A failure costs this round only."""
         try:
             if analysis is None:
-                analysis = analyze(self.data_dir, self.job_id, self._analyzer_config())
+                analysis = analyze(self.data_dir, self.job_id, self.run_id, self._analyzer_config())
             if analysis is not None:
                 record_scores(self.data_dir, analysis, attempt)
         except Exception:  # noqa: BLE001 - the job is watched on; the next round retries
@@ -404,13 +419,14 @@ class Supervisor:
     def _pending_segments(self, attempt: int) -> int:
         count = 0
         for node in spool_nodes(self.data_dir):
-            root = spool_node_dir(self.data_dir, node) / self.job_id / str(attempt)
+            root = (spool_node_dir(self.data_dir, node) / job_dir_name(self.job_id, self.run_id)
+                    / str(attempt))
             if root.is_dir():
                 count += sum(1 for f in root.glob("*/*") if parse_segment_name(f.name))
         return count
 
     def _job_nodes(self) -> list[str]:
-        analysis = analyze(self.data_dir, self.job_id)
+        analysis = analyze(self.data_dir, self.job_id, self.run_id)
         if analysis is None:
             return []
         return sorted({n for a in analysis.attempts for n in a.nodes})
