@@ -75,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"No jobs in {data_dir} yet. Run `triage demo` to train a small job, "
                       "then `triage jobs` again.")
         return 0
-    table = Table(title=f"Runs in {data_dir}, newest first", box=box.SIMPLE_HEAD)
+    table = Table(title=f"Runs in {data_dir}, newest first", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
     for col in ("job", "run", "status", "attempts", "ranks", "step", "last seen"):
         table.add_column(col, justify="right" if col in ("attempts", "ranks", "step") else "left",
-                         no_wrap=col in ("status", "last seen"))
+                         no_wrap=col != "job")
     for r in runs:
         style = _STATUS_STYLE.get(r.status, "")
         seen = max((t for t in (r.last_progress, r.last_heartbeat, r.end_time, r.start_time)
