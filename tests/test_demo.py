@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from triage.supervisor.processes import job_processes
+from procs import processes_with_job
 from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
 
@@ -52,4 +52,4 @@ def test_default_scenario_recovers_without_the_lost_gpus_node(tmp_path):
     assert [a["nodes"] for a in analysis["attempts"]] == [["node0", "node1"], ["node0"]]
     assert analysis["attempts"][1]["ranks"] == 2 and analysis["attempts"][1]["last_step"] == 30
     assert 0 < analysis["goodput"]["ratio"] < 1
-    assert not job_processes(report["job_id"])
+    assert not processes_with_job(report["job_id"])

@@ -8,6 +8,7 @@ store as they would from NVML and the kernel log.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import signal
@@ -16,10 +17,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ConfigError
+from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
 from triage.reference_trainer.launcher import free_port
+from triage.supervisor.keeper import PR_SET_PDEATHSIG
 
 _STOP_GRACE_S = 15.0
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent() -> None:
+    """In the agent's child before exec: SIGTERM (a clean stop) when the supervisor dies, even
+    by SIGKILL, so no agent outlives the job it served. Only a prebuilt libc call here:
+    between fork and exec nothing that could take a lock may run."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def simulated_nodes(command: Sequence[str]) -> list[str]:
@@ -56,9 +68,10 @@ class Agents:
         self.ports: dict[str, int] = {}
         logs = data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        # The agents are not part of any job: no job identity in their environment, so the
-        # supervisor's stop and orphan scans never take them for a rank.
-        env = {k: v for k, v in os.environ.items() if k not in (ENV_JOB_ID, ENV_ATTEMPT)}
+        # The agents are not part of any job: no job identity in their environment, so nothing
+        # that looks for a job's processes by it (a test, an operator's ps) takes them for one.
+        env = {k: v for k, v in os.environ.items()
+               if k not in (ENV_JOB_ID, ENV_RUN_ID, ENV_ATTEMPT)}
         for node in self.nodes:
             port = free_port()
             cmd = [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(data_dir),
@@ -69,8 +82,13 @@ class Agents:
             with open(logs / f"agent-{node}.log", "ab") as log:
                 self.procs[node] = subprocess.Popen(cmd, env=env, stdout=log,
                                                     stderr=subprocess.STDOUT,
-                                                    start_new_session=True)
+                                                    start_new_session=True,
+                                                    preexec_fn=_die_with_parent)
             self.ports[node] = port
+
+    def pids(self) -> frozenset[int]:
+        """The supervisor's children that belong to no attempt, though they share its parent."""
+        return frozenset(p.pid for p in self.procs.values())
 
     def dead(self) -> dict[str, int]:
         """node -> exit code of agents that stopped on their own (port clash, busy partition)."""

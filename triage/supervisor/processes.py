@@ -1,10 +1,16 @@
-"""The job's processes, found by the identity the supervisor gave them, and stopped for good.
+"""An attempt's processes: exactly those the supervisor started, found by ancestry, not by name.
 
-Every process of an attempt inherits TRIAGE_JOB_ID and TRIAGE_ATTEMPT from the launcher the
-supervisor starts, whatever process group or session it moved to (torchrun starts each node in
-its own session), so /proc's environ finds them all: ranks to watch, stragglers to kill, and
-orphans to report. A rank is a process with torchrun's RANK whose parent is not a rank itself
-(DataLoader workers inherit RANK too).
+Each attempt runs under a keeper (`triage.supervisor.keeper`), a child subreaper: whatever its
+descendants do (a new session, a double fork, an environment wiped with `execve(..., {})`),
+they stay below it in the process tree, or, once the keeper has exited, are reparented to the
+supervisor, which is a subreaper too. So the attempt's processes are the keeper's subtree plus
+the supervisor's own reparented children that started after the attempt did; every one is
+checked for the supervisor's uid, and the supervisor and its ancestors are never among them.
+Nothing is found by environment variables: a process elsewhere on the machine that happens to
+carry `TRIAGE_JOB_ID` (the shell that started the supervisor, another user's job) is never
+signalled. Environment is read only to label ranks (`RANK`).
+
+This needs neither systemd nor a writable cgroup: prctl is enough, on any Linux since 3.4.
 """
 
 from __future__ import annotations
@@ -12,80 +18,103 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from triage.config import ENV_ATTEMPT, ENV_JOB_ID
+from triage.supervisor.keeper import PR_SET_CHILD_SUBREAPER, prctl
 
 _PROC = "/proc"
+#: How long `stop` waits for processes that got SIGKILL to be gone.
+_KILL_WAIT_S = 10.0
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of this process are reparented to it instead of to init."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    state: str
+    start_ticks: int  # clock ticks after boot (/proc/<pid>/stat field 22)
+    uid: int
 
 
 @dataclass(frozen=True)
 class JobProcess:
     pid: int
     ppid: int
-    attempt: int | None
-    rank: int | None
+    rank: int | None  # torchrun's RANK, for the rank processes and their workers
     cmdline: str
 
 
-def _environ(pid: int) -> dict[str, str] | None:
+def _stat(pid: int) -> ProcInfo | None:
     try:
-        raw = open(f"{_PROC}/{pid}/environ", "rb").read()
-    except OSError:  # gone, or not ours to read
-        return None
-    env = {}
-    for item in raw.split(b"\0"):
-        key, eq, value = item.partition(b"=")
-        if eq:
-            env[key.decode(errors="replace")] = value.decode(errors="replace")
-    return env
-
-
-def _ppid_and_cmdline(pid: int) -> tuple[int, str] | None:
-    try:
-        stat = open(f"{_PROC}/{pid}/stat").read()
-        cmd = open(f"{_PROC}/{pid}/cmdline", "rb").read()
+        with open(f"{_PROC}/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        uid = os.stat(f"{_PROC}/{pid}").st_uid
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":  # a zombie has exited; its parent has yet to reap it
-        return None
-    return int(fields[1]), cmd.replace(b"\0", b" ").decode(errors="replace").strip()
+    return ProcInfo(pid, int(fields[1]), fields[0].decode(), int(fields[19]), uid)
 
 
-def job_processes(job_id: str, attempt: int | None = None) -> list[JobProcess]:
-    """Live processes carrying this job id (and attempt, when given), this process excluded."""
-    found = []
-    me = os.getpid()
+def _table() -> dict[int, ProcInfo]:
+    out = {}
     for name in os.listdir(_PROC):
-        if not name.isdigit() or int(name) == me:
-            continue
-        pid = int(name)
-        env = _environ(pid)
-        if env is None or env.get(ENV_JOB_ID) != job_id:
-            continue
-        raw_attempt = env.get(ENV_ATTEMPT, "")
-        proc_attempt = int(raw_attempt) if raw_attempt.isdigit() else None
-        if attempt is not None and proc_attempt != attempt:
-            continue
-        info = _ppid_and_cmdline(pid)
-        if info is None:
-            continue
-        rank = env.get("RANK", "")
-        found.append(JobProcess(pid, info[0], proc_attempt, int(rank) if rank.isdigit() else None,
-                                info[1]))
-    return found
+        if name.isdigit() and (info := _stat(int(name))) is not None:
+            out[info.pid] = info
+    return out
 
 
-def rank_processes(procs: list[JobProcess]) -> dict[int, int]:
-    """rank -> pid of the rank's own process (not its DataLoader workers)."""
-    ranked = {p.pid: p for p in procs if p.rank is not None}
-    return {p.rank: p.pid for p in ranked.values()
-            if p.ppid not in ranked or ranked[p.ppid].rank != p.rank}
+def _cmdline(pid: int) -> str | None:
+    try:
+        with open(f"{_PROC}/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:  # gone
+        return None
 
 
-def _signal_all(pids: list[int], signum: int) -> None:
+def _rank(pid: int) -> int | None:
+    """RANK from the environment, a label only: a process that hides its environment (not
+    dumpable) or has none is still one of the attempt's, just not a rank."""
+    try:
+        with open(f"{_PROC}/{pid}/environ", "rb") as fh:
+            env = fh.read()
+    except OSError:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"RANK="):
+            return int(item[5:]) if item[5:].isdigit() else None
+    return None
+
+
+def _ancestors(table: Mapping[int, ProcInfo], pid: int) -> set[int]:
+    out = set()
+    while pid in table and pid not in out:
+        out.add(pid)
+        pid = table[pid].ppid
+    return out
+
+
+def _subtree(table: Mapping[int, ProcInfo], roots: Collection[int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+    out, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        out.add(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _signal_all(pids: Collection[int], signum: int) -> None:
     for pid in pids:
         try:
             os.kill(pid, signum)
@@ -93,36 +122,102 @@ def _signal_all(pids: list[int], signum: int) -> None:
             pass
 
 
-def _terminate_targets(procs: list[JobProcess]) -> list[int]:
-    """Every process of the attempt but the ranks' children: a DataLoader worker that a SIGTERM
-    ends first makes its rank report a data-pipeline error that never happened."""
-    ranks = {p.pid for p in procs if p.rank is not None}
-    return [p.pid for p in procs if p.ppid not in ranks]
+def rank_pids(procs: Sequence[JobProcess]) -> dict[int, int]:
+    """rank -> pid of the rank's own process (not its DataLoader workers, which inherit RANK)."""
+    by_pid = {p.pid: p for p in procs if p.rank is not None}
+    return {p.rank: p.pid for p in by_pid.values()
+            if p.ppid not in by_pid or by_pid[p.ppid].rank != p.rank}
 
 
-def stop_job(launcher: subprocess.Popen, job_id: str, attempt: int, grace_s: float) -> list[int]:
-    """SIGTERM to the launcher's process group and to the attempt's launchers and ranks, SIGKILL
-    to whatever still runs after `grace_s`; returns the pids that needed SIGKILL. Waits until no
-    process of the attempt is left (a SIGKILLed process is gone within moments)."""
-    try:
-        os.killpg(launcher.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    _signal_all(_terminate_targets(job_processes(job_id, attempt)), signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and (launcher.poll() is None
-                                           or job_processes(job_id, attempt)):
-        time.sleep(0.2)
-    killed = [p.pid for p in job_processes(job_id, attempt)]
-    if launcher.poll() is None:
-        killed.append(launcher.pid)
+class AttemptProcesses:
+    """One attempt's command, started under a keeper, and every process that came of it.
+
+    `own_children` names the supervisor's other children (its node agents): they are not the
+    attempt's, though they are the supervisor's children too."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], *,
+                 own_children: Callable[[], Collection[int]] = frozenset) -> None:
+        # The keeper exits with its command: what is still running then (a rank its launcher
+        # lost, a daemon) must come to us, not to init, or no one could find it.
+        become_subreaper()
+        self.own_children = own_children
+        self.me = os.getpid()
+        self.uid = os.getuid()
+        self.launcher = subprocess.Popen(
+            [sys.executable, "-m", "triage.supervisor.keeper", "--parent-pid", str(self.me),
+             "--", *command], env=dict(env), start_new_session=True)
+        info = _stat(self.launcher.pid)
+        self._since_ticks = info.start_ticks if info else 0
+
+    def poll(self) -> int | None:
+        """The command's exit status once it has ended (the keeper passes it on)."""
+        return self.launcher.poll()
+
+    def processes(self) -> list[JobProcess]:
+        """Live processes of the attempt, the keeper itself excluded."""
+        table = self._reap(_table())
+        mine = self._members(table)
+        found = []
+        for pid in sorted(mine):
+            if (cmdline := _cmdline(pid)) is not None:
+                found.append(JobProcess(pid, table[pid].ppid, _rank(pid), cmdline))
+        return found
+
+    def ranks(self) -> dict[int, int]:
+        """rank -> pid among the attempt's processes: the tree decides who belongs, RANK only
+        says which rank a member is."""
+        return rank_pids(self.processes())
+
+    def _members(self, table: Mapping[int, ProcInfo]) -> set[int]:
+        others = set(self.own_children())
+        adopted = [p.pid for p in table.values()
+                   if p.ppid == self.me and p.pid != self.launcher.pid and p.pid not in others
+                   and p.start_ticks >= self._since_ticks]
+        roots = ([self.launcher.pid] if self.launcher.pid in table else []) + adopted
+        members = _subtree(table, roots) - _ancestors(table, self.me) - {self.launcher.pid}
+        return {p for p in members if table[p].uid == self.uid and table[p].state != "Z"}
+
+    def _reap(self, table: dict[int, ProcInfo]) -> dict[int, ProcInfo]:
+        """Collect the exit of orphans reparented to the supervisor (never `waitpid(-1)`, which
+        would take the exit codes that `subprocess.Popen` objects wait for)."""
+        known = set(self.own_children()) | {self.launcher.pid}
+        for p in [p for p in table.values()
+                  if p.ppid == self.me and p.state == "Z" and p.pid not in known
+                  and p.start_ticks >= self._since_ticks]:
+            try:
+                os.waitpid(p.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            table.pop(p.pid, None)
+        return table
+
+    def stop(self, grace_s: float) -> list[int]:
+        """SIGTERM to the keeper's process group and to every process of the attempt but the
+        ranks' own children (a DataLoader worker that a SIGTERM ends first makes its rank
+        report a data-pipeline error that never happened), SIGKILL to whatever is left after
+        `grace_s`; returns the pids that needed SIGKILL. Returns once nothing is left, or after
+        `_KILL_WAIT_S` more for a process stuck in the kernel, which `processes()` then names."""
         try:
-            os.killpg(launcher.pid, signal.SIGKILL)
+            os.killpg(self.launcher.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    _signal_all(killed, signal.SIGKILL)
-    launcher.wait()
-    deadline = time.monotonic() + 10
-    while job_processes(job_id, attempt) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return killed
+        procs = self.processes()
+        ranks = {p.pid for p in procs if p.rank is not None}
+        _signal_all([p.pid for p in procs if p.ppid not in ranks], signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and (self.launcher.poll() is None or self.processes()):
+            time.sleep(0.2)
+        killed = [p.pid for p in self.processes()]
+        if self.launcher.poll() is None:
+            killed.append(self.launcher.pid)
+            try:
+                os.killpg(self.launcher.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _signal_all(killed, signal.SIGKILL)
+        self.launcher.wait()
+        deadline = time.monotonic() + _KILL_WAIT_S
+        while (left := self.processes()) and time.monotonic() < deadline:
+            _signal_all([p.pid for p in left], signal.SIGKILL)
+            time.sleep(0.1)
+        return killed

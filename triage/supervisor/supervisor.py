@@ -13,7 +13,6 @@ import logging
 import os
 import shlex
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,7 @@ from triage.supervisor.observe import (Progress, RunRecord, analyze, ingest_pend
                                        read_attempt_progress, record_attempt, record_run,
                                        record_scores, root_verdict)
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
-from triage.supervisor.processes import job_processes, rank_processes, stop_job
+from triage.supervisor.processes import AttemptProcesses
 from triage.taxonomy import Category
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
 from triage.verdict import Verdict
@@ -290,24 +289,33 @@ class Supervisor:
             "excluded_nodes": list(plan.excluded_nodes),
             "resume_before_step": plan.resume_before_step, "skip_steps": list(plan.skip_steps)})
         self.report.attempts.append(report)
-        launcher = subprocess.Popen(self.command, env=self._env(attempt, plan),
-                                    start_new_session=True)
+        procs = AttemptProcesses(self.command, self._env(attempt, plan),
+                                 own_children=agents.pids)
+        launcher = procs.launcher
         try:
-            outcome, detection, progress = self._watch(launcher, attempt, report, agents)
+            outcome, detection, progress = self._watch(procs, attempt, report, agents)
         except BaseException:
-            report.killed_pids = stop_job(launcher, self.job_id, attempt, self.cfg.grace)
+            report.killed_pids = procs.stop(self.cfg.grace)
             report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
             record_attempt(self.data_dir, self.job_id, self.run_id, attempt, status="failed",
                            exit_code=launcher.returncode, reason="interrupted", verdict=None,
                            action=None)
             raise
         report.detected_at = time.time()
-        if launcher.poll() is None or job_processes(self.job_id, attempt):
+        # Processes left once the command ended on its own outlived it (a daemon child, a
+        # rank its launcher lost): the next attempt must not start beside them.
+        outlived = procs.processes() if launcher.poll() is not None else []
+        if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
-            report.killed_pids = stop_job(launcher, self.job_id, attempt, self.cfg.grace)
+            report.killed_pids = procs.stop(self.cfg.grace)
         report.exit_code = launcher.returncode
         report.ended = time.time()
-        report.orphans = [f"{p.pid} {p.cmdline[:120]}" for p in job_processes(self.job_id)]
+        survivors = procs.processes()  # none, unless one withstood SIGKILL (stuck in the kernel)
+        if survivors:
+            log.error("attempt %d: %d process(es) outlived SIGKILL: %s; check them with ps "
+                      "before trusting the next attempt", attempt, len(survivors),
+                      [p.pid for p in survivors])
+        report.orphans = sorted({f"{p.pid} {p.cmdline[:120]}" for p in outlived + survivors})
         report.outcome, report.detection = outcome, detection
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
@@ -338,7 +346,7 @@ class Supervisor:
             progress.last_step, progress.failed_step if progress.failed_step is not None
             else (progress.last_step or 0) + 1), report, verdict
 
-    def _watch(self, launcher: subprocess.Popen, attempt: int, report: AttemptReport,
+    def _watch(self, procs: AttemptProcesses, attempt: int, report: AttemptReport,
                agents: Agents) -> tuple[str, str, Progress]:
         started = report.started
         seen: set[int] = set()
@@ -348,12 +356,12 @@ class Supervisor:
         progress = Progress()
         while True:
             self._stops.check()
-            rc = launcher.poll()
+            rc = procs.poll()
             now = time.time()
             if rc is not None:
                 return ({0: "completed", 143: "preempted"}.get(rc, "failed"), "launcher_exit",
                         progress)
-            ranks = rank_processes(job_processes(self.job_id, attempt))
+            ranks = procs.ranks()
             seen |= set(ranks)
             if first_gone is None and seen - set(ranks):
                 first_gone = report.first_exit_at = now
