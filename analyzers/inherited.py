@@ -10,11 +10,14 @@ lost at T (job Z)", that never compete for the root cause.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, gpu_culprit, ranks_phrase
 from triage.store.job_data import TAIL_S, JobData
+from triage.store.node_health import CLEARED, HealthEntry, quarantines
 from triage.taxonomy import Category
 from triage.verdict import Evidence, Verdict
 
@@ -41,6 +44,20 @@ def _ledger_source(job: JobData, node: str, gpu: int | None, t: float) -> str:
     return f" (job {r['job_id']}{run})" if isinstance(r["job_id"], str) else ""
 
 
+def _cleared_between(job: JobData, node: str, gpu: int | None, t0: float, t1: float) -> bool:
+    """Whether a person returned (node, gpu) to service (`triage nodes clear`) after the
+    condition arose at `t0` and before the attempt started at `t1`: then it was repaired and
+    is history, not a condition the job inherited."""
+    h = job.node_health
+    if h.empty:
+        return False
+    rows = h[(h["node"] == node) & (h["state"] == CLEARED) & (h["time"] >= t0)
+             & (h["time"] < t1)]
+    if gpu is not None:
+        rows = rows[rows["gpu"].isna() | (rows["gpu"] == gpu)]
+    return not rows.empty
+
+
 def inherited_findings(job: JobData, node: str, gpu: int | None, category: Category, t: float,
                        what: str, evidence: list[Evidence], cfg: AnalyzerConfig,
                        source: str | None = None, applies_from: float | None = None
@@ -53,7 +70,7 @@ def inherited_findings(job: JobData, node: str, gpu: int | None, category: Categ
     after = t + cfg.evidence_lead_s if applies_from is None else applies_from
     for attempt in job.attempts:
         span = job.attempt_span(attempt)
-        if span is None or span[0] <= after:
+        if span is None or span[0] <= after or _cleared_between(job, node, gpu, t, span[0]):
             continue
         culprit, ranks = gpu_culprit(job, attempt, node, gpu)
         if not ranks:
@@ -69,30 +86,30 @@ def inherited_findings(job: JobData, node: str, gpu: int | None, category: Categ
 
 def ledger_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     """Quarantines that stood uncleared when an attempt was placed on the node or GPU."""
-    h = job.node_health
-    if h.empty:
+    if job.node_health.empty:
         return []
+    entries = [HealthEntry.from_row({k: (None if _missing(v) else v) for k, v in row.items()})
+               for row in job.node_health.to_dict("records")]
     found: list[Finding] = []
-    for (node, gpu), rows in h.groupby(["node", "gpu"], dropna=False, sort=True):
-        gpu_i = None if pd.isna(gpu) else int(gpu)
-        for attempt in job.attempts:
-            span = job.attempt_span(attempt)
-            if span is None:
-                continue
-            before = rows[rows["time"] < span[0]]
-            if before.empty or before.iloc[-1]["state"] != "quarantined":
-                continue
-            q = before.iloc[-1]
-            category = _category(q["category"])
-            who = f" (job {q['job_id']})" if isinstance(q["job_id"], str) else ""
-            what = f"was quarantined ({q['reason']})"
-            ev = [Evidence(f"node health ledger: {node}"
-                           f"{'' if gpu_i is None else f' GPU {gpu_i}'} quarantined: "
-                           f"{q['reason']}", "node_health", float(q["time"]))]
-            found += [f for f in inherited_findings(job, str(node), gpu_i, category,
-                                                    float(q["time"]), what, ev, cfg, who)
-                      if f.attempt == attempt]
+    for attempt in job.attempts:
+        span = job.attempt_span(attempt)
+        if span is None:
+            continue
+        for node, standing in quarantines(entries, before=span[0]).items():
+            for q in standing:
+                gpu = None if q.gpu is None else int(q.gpu)
+                who = f" (job {q.job_id})" if q.job_id else ""
+                ev = [Evidence(f"node health ledger: {q.where} quarantined: {q.reason}",
+                               "node_health", q.time)]
+                found += [f for f in inherited_findings(
+                    job, node, gpu, _category(q.category), q.time,
+                    f"was quarantined ({q.reason})", ev, cfg, who, applies_from=-math.inf)
+                    if f.attempt == attempt]
     return found
+
+
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
 
 
 def _category(value: object) -> Category:

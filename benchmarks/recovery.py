@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(RecoveryBenchConfig, args)
     with tempfile.TemporaryDirectory(prefix="triage-bench-recovery-") as tmp:
         data_dir = Path(cfg.data_dir or tmp)
-        results = [measure(name, data_dir) for name in cfg.scenarios.split(",")]
+        # One data dir per scenario: a GPU one scenario loses stays quarantined in its data
+        # dir, and would change where the next scenario runs.
+        results = [measure(name, data_dir / name) for name in cfg.scenarios.split(",")]
     if args.json:
         print(json.dumps({"benchmark": "recovery", "results": results}, indent=1))
     else:

@@ -8,6 +8,12 @@ name says "triage simulator": nothing here may pass for hardware. Each Xid is al
 line the driver would print to `<data_dir>/sim-kmsg/<node>.log`, so the kernel-log collector runs
 the same parser on simulated nodes as on real ones. Deterministic for a given seed, fault
 schedule, load and sequence of `now` values.
+
+Like real hardware, a GPU remembers: one that fell off the bus stays lost until a `reset` in
+the schedule (`triage nodes clear`) brings it back, whichever agent reads it. A collector that
+starts (a restarted agent) therefore replays the schedule's older faults into its GPUs' state
+but reports none of them again, neither as events nor as kernel-log lines: a driver does not
+print an old Xid again to a new reader, and an old Xid must not reappear under a later job.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 
 from triage.collectors.records import (GPU_LOST_XIDS, GpuEvent, GpuIdentity, GpuSample, Record,
                                        decode_clock_events)
-from triage.fault_schedule import GpuFault, read_faults
+from triage.fault_schedule import RESET, GpuFault, read_faults
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +97,10 @@ class _GpuState:
     temperature: float | None = None
     last_time: float | None = None
     energy_j: float = 0.0
-    ecc_corrected: int = 0
+    ecc_corrected: int = 0  # volatile: since the last reset
     ecc_uncorrected: int = 0
+    ecc_corrected_total: int = 0  # aggregate: the GPU's lifetime
+    ecc_uncorrected_total: int = 0
     remapped_correctable: int = 0
     remapped_uncorrectable: int = 0
     remap_pending: bool = False
@@ -104,6 +112,15 @@ class _GpuState:
     lost: bool = False
     ongoing: list[GpuFault] = field(default_factory=list)  # thermal / pcie / nvlink
 
+    def reset(self) -> None:
+        """What a GPU reset does: the GPU answers again, volatile ECC counts start from zero,
+        a pending row remap takes effect, ongoing faults end; lifetime counters stay."""
+        self.lost = False
+        self.ecc_corrected = self.ecc_uncorrected = 0
+        self.remap_pending = False
+        self.ongoing.clear()
+        self.temperature = self.last_time = None
+
 
 def _active(fault: GpuFault, now: float) -> bool:
     duration = fault.params.get("duration_s")
@@ -112,18 +129,23 @@ def _active(fault: GpuFault, now: float) -> bool:
 
 class SimGpuCollector:
     """`collect(now)` reads new faults from the schedule, starts those that are due, moves each
-    GPU's readings from its previous collect to `now`, and returns samples and events."""
+    GPU's readings from its previous collect to `now`, and returns samples and events.
+
+    `started`: when the collector began reading (default: the `now` of its first collect);
+    faults dated before it change the GPUs' state and report nothing."""
 
     name = "sim_gpu"
 
     def __init__(self, node: str, data_dir: str | os.PathLike[str], num_gpus: int = 8,
-                 seed: int = 0, load: LoadProvider = idle_load) -> None:
+                 seed: int = 0, load: LoadProvider = idle_load,
+                 started: float | None = None) -> None:
         if not 1 <= num_gpus <= MAX_SIM_GPUS:
             raise ValueError(f"num_gpus must be in 1..{MAX_SIM_GPUS}, got {num_gpus}")
         self.node = node
         self.data_dir = Path(data_dir)
         self.num_gpus = num_gpus
         self.load = load
+        self.started = started
         self._offset = 0
         self._pending: list[GpuFault] = []
         self._gpus = [_GpuState(rng=random.Random(f"{seed}:{node}:{i}")) for i in range(num_gpus)]
@@ -140,23 +162,32 @@ class SimGpuCollector:
         return list(self._ids)
 
     def collect(self, now: float) -> list[Record]:
+        if self.started is None:
+            self.started = now
         new, self._offset = read_faults(self.data_dir, self.node, self._offset)
         self._pending.extend(new)
         self._pending.sort(key=lambda f: f.time)
         records: list[Record] = []
         while self._pending and self._pending[0].time <= now:
-            records.extend(self._start(self._pending.pop(0)))
+            fault = self._pending.pop(0)
+            records.extend(self._start(fault, replay=fault.time < self.started))
         for i in range(self.num_gpus):
             records.append(self._sample(i, now))
         return records
 
     # -- faults ---------------------------------------------------------------------------------
 
-    def _start(self, fault: GpuFault) -> list[Record]:
-        if not 0 <= fault.gpu < self.num_gpus:
+    def _start(self, fault: GpuFault, *, replay: bool) -> list[Record]:
+        """Act `fault` out on its GPU; `replay` (it predates this collector): state only."""
+        if fault.gpu is not None and not 0 <= fault.gpu < self.num_gpus:
             log.warning("fault schedule names GPU %d on %s, which has %d simulated GPUs; ignored",
                         fault.gpu, self.node, self.num_gpus)
             return []
+        if fault.kind == RESET:
+            for i in range(self.num_gpus) if fault.gpu is None else [fault.gpu]:
+                self._gpus[i].reset()
+            return []
+        assert fault.gpu is not None  # GpuFault allows None only for a reset
         st = self._gpus[fault.gpu]
         if st.lost:
             return []
@@ -171,14 +202,18 @@ class SimGpuCollector:
                 st.remap_failure = True
             elif xid == 92:
                 st.ecc_corrected += 100 * count
+                st.ecc_corrected_total += 100 * count
             else:
                 st.ecc_uncorrected += count
+                st.ecc_uncorrected_total += count
         elif fault.kind in ("thermal", "pcie", "nvlink"):
             st.ongoing.append(fault)
         if xid is not None:
+            st.lost = xid in GPU_LOST_XIDS
+            if replay:
+                return []
             events.append(self._xid_event(fault, xid))
-            if xid in GPU_LOST_XIDS:
-                st.lost = True
+            if st.lost:
                 ident = self._ids[fault.gpu]
                 events.append(GpuEvent(time=fault.time, node=self.node, gpu=fault.gpu,
                                        uuid=ident.uuid, kind="gpu_lost", xid=xid,
@@ -267,8 +302,8 @@ class SimGpuCollector:
             **decode_clock_events(reasons),
             ecc_corrected_volatile=st.ecc_corrected,
             ecc_uncorrected_volatile=st.ecc_uncorrected,
-            ecc_corrected_aggregate=st.ecc_corrected,
-            ecc_uncorrected_aggregate=st.ecc_uncorrected,
+            ecc_corrected_aggregate=st.ecc_corrected_total,
+            ecc_uncorrected_aggregate=st.ecc_uncorrected_total,
             remapped_rows_correctable=st.remapped_correctable,
             remapped_rows_uncorrectable=st.remapped_uncorrectable,
             remapped_rows_pending=st.remap_pending,

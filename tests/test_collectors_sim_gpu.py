@@ -80,7 +80,7 @@ def test_fatal_xid_loses_the_gpu(tmp_path, xid):
 
 
 def test_xid_line_written_to_the_sim_kernel_log_parses_back_to_the_gpu(tmp_path):
-    sim = SimGpuCollector("node0", tmp_path, num_gpus=8)
+    sim = SimGpuCollector("node0", tmp_path, num_gpus=8, started=T0)
     klog = KernelLogCollector(KernelLogConfig(kernel_log=str(sim_kmsg_path(tmp_path, "node0"))),
                               "node0", sim.identities(), simulated=True)
     append_fault(tmp_path, GpuFault(time=T0 + 1, node="node0", gpu=5, kind="xid", xid=79,
@@ -112,7 +112,7 @@ def test_ecc_without_xid_defaults_to_94_and_row_remap_xids_set_remap_state(tmp_p
     append_fault(tmp_path, GpuFault(time=T0, node="n", gpu=0, kind="ecc"))
     append_fault(tmp_path, GpuFault(time=T0, node="n", gpu=1, kind="ecc", xid=63))
     append_fault(tmp_path, GpuFault(time=T0, node="n", gpu=2, kind="ecc", xid=64))
-    sim = SimGpuCollector("n", tmp_path, num_gpus=3)
+    sim = SimGpuCollector("n", tmp_path, num_gpus=3, started=T0)
     recs = sim.collect(T0 + 1)
     assert sorted((e.gpu, e.xid) for e in events(recs)) == [(0, 94), (1, 63), (2, 64)]
     s = samples(recs)

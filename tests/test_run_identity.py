@@ -153,6 +153,29 @@ def test_a_cleared_quarantine_is_not_reported():
     assert not analyze_job(b.load(), AnalyzerConfig()).incidents
 
 
+@pytest.mark.parametrize("cleared_gpu", [None, 1])
+def test_an_old_xid_on_a_gpu_returned_to_service_is_history_not_a_condition(cleared_gpu):
+    """Xid 79 on node1 GPU 1 under an earlier job, then `triage nodes clear node1` (the node,
+    or just that GPU): a job placed there later inherits nothing; without the clear it
+    would be told it was placed on a GPU that was lost."""
+    def job(clear: bool):
+        b = JobBuilder("j3").world(4, per_node=2, start=T0)
+        b.gpu_event("node1", 1, T0 - 900, 79, XID79)
+        if clear:
+            b.rows["node_health"].append(dict(
+                time=T0 - 60, node="node1", gpu=cleared_gpu, state="cleared", category=None,
+                xid=None, reason="GPU reseated", evidence="[]", source="manual", job_id=None,
+                run_id=None, attempt=None, by="ops"))
+        end = b.steps(0, range(3), T0 + 5)
+        for r in range(4):
+            b.event(0, r, end, "exit", "exit code 0", exit_code=0)
+        return analyze_job(b.load(margin_s=1800.0), AnalyzerConfig())
+
+    (found,) = job(clear=False).incidents
+    assert "job placed on GPU 1 of node1 (rank 3)" in found.verdict.summary
+    assert not job(clear=True).incidents
+
+
 def _two_runs() -> JobBuilder:
     """`nightly` ran twice: run A failed twice then gave up at attempt 2; run B, started an
     hour later, completed its attempt 0 on other ranks."""

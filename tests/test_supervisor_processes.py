@@ -187,3 +187,23 @@ def test_the_keeper_passes_on_the_commands_exit_status(script, status):
     procs = AttemptProcesses(["sh", "-c", script], dict(os.environ))
     procs.launcher.wait(timeout=20)
     assert procs.poll() == status
+
+
+def test_no_next_attempt_starts_beside_a_process_that_withstood_sigkill(tmp_path, monkeypatch):
+    """A rank stuck in the kernel (state D) survives SIGKILL: the supervisor must not start
+    attempt 1 beside it, and says which process and what to do. Stubbed: a real D-state
+    process needs a hung device or filesystem."""
+    from triage.supervisor.config import SupervisorConfig
+    from triage.supervisor.processes import JobProcess
+    from triage.supervisor.supervisor import Supervisor
+
+    stuck = JobProcess(pid=4_194_999, ppid=1, rank=0, cmdline="python train.py")
+    monkeypatch.setattr(AttemptProcesses, "stop", lambda self, grace_s: [stuck.pid])
+    monkeypatch.setattr(AttemptProcesses, "processes",
+                        lambda self: [stuck] if self.launcher.poll() is not None else [])
+    cfg = SupervisorConfig(job_id="stuck", data_dir=str(tmp_path), agents="none",
+                           max_restarts=3, backoff=0.0, grace=1.0)
+    report = Supervisor(cfg, [sys.executable, "-c", "raise SystemExit(1)"]).run()
+    assert len(report.attempts) == 1 and report.status == "failed"
+    assert "outlived SIGKILL (4194999): not starting attempt 1" in report.reason
+    assert report.attempts[0].survivors == ["4194999 python train.py"]

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "inject a fault into a small 2-node job and watch Triage diagnose and recover"),
     "run": ("run", "run a training command under the supervisor: detect, diagnose, restart"),
     "jobs": ("jobs", "list jobs with status, attempts, ranks, steps and last progress"),
+    "nodes": ("nodes", "list quarantined nodes and GPUs (node health ledger); clear a repaired one"),
     "classify": ("classify", "classify raw log files into the failure taxonomy"),
     "analyze": ("analyze", "analyse one job: root cause, hangs, stragglers, GPU health, goodput"),
     "agent": ("agent", "run the per-node agent: collectors, spool ingest, Prometheus /metrics"),

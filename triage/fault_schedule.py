@@ -5,25 +5,34 @@ so at the moment the fault "happens" the rank appends a `GpuFault` here and then
 rank on such a GPU would; the simulated GPU backend (collectors) of that node reads the file and
 shows the fault in its readings (Xid events, ECC counters, clock-event reasons, ...). One
 append-only JSON-lines file per node: `<data_dir>/faults/<node>.jsonl`.
+
+One more kind is no fault: `reset`, which `triage nodes clear` appends when a person returns
+the node (or one GPU) to service, as a GPU reset or a reboot would on real hardware. The
+trainer's `--inject` cannot write it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: What `--inject` records for the simulated GPU.
 GPU_FAULT_KINDS = ("xid", "ecc", "thermal", "pcie", "nvlink")
+#: A GPU reset (`gpu` None: every GPU of the node): healthy again, aggregate counters kept.
+RESET = "reset"
+SCHEDULE_KINDS = (*GPU_FAULT_KINDS, RESET)
 
 
 @dataclass(frozen=True)
 class GpuFault:
     time: float  # unix seconds when the fault starts
     node: str
-    gpu: int  # local GPU index on the node
-    kind: str  # one of GPU_FAULT_KINDS
+    gpu: int | None  # local GPU index on the node; None only for a node-wide RESET
+    kind: str  # one of SCHEDULE_KINDS
     xid: int | None = None  # for kind "xid" (and the Xid a simulated ECC/NVLink fault raises)
     rank: int | None = None
     job_id: str | None = None
@@ -31,8 +40,10 @@ class GpuFault:
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"factor": 2.0} for thermal
 
     def __post_init__(self) -> None:
-        if self.kind not in GPU_FAULT_KINDS:
-            raise ValueError(f"unknown GPU fault kind {self.kind!r}; expected one of {GPU_FAULT_KINDS}")
+        if self.kind not in SCHEDULE_KINDS:
+            raise ValueError(f"unknown GPU fault kind {self.kind!r}; expected one of {SCHEDULE_KINDS}")
+        if self.gpu is None and self.kind != RESET:
+            raise ValueError(f"a {self.kind} fault names its GPU; only a {RESET} may name none")
 
 
 def schedule_path(data_dir: str | os.PathLike[str], node: str) -> Path:
@@ -51,6 +62,16 @@ def append_fault(data_dir: str | os.PathLike[str], fault: GpuFault) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def append_reset(data_dir: str | os.PathLike[str], node: str, gpu: int | None = None,
+                 now: float | None = None) -> Path | None:
+    """Reset the node's simulated GPUs (`gpu` None: all of them) where the node has a fault
+    schedule, i.e. is simulated and ever had a fault; the schedule's path, or None."""
+    if not schedule_path(data_dir, node).exists():
+        return None
+    return append_fault(data_dir, GpuFault(time=time.time() if now is None else now, node=node,
+                                           gpu=gpu, kind=RESET))
 
 
 def read_faults(data_dir: str | os.PathLike[str], node: str, offset: int = 0

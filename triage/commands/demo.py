@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
 from triage.commands.analyze import print_report
+from triage.commands.nodes import return_to_service
 from triage.config import ConfigError, data_dir_from_env
+from triage.store.node_health import quarantined_nodes
+from triage.supervisor.agents import simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.observe import analyze
 from triage.supervisor.scenarios import DEFAULT_SCENARIO, HANG_TIMEOUT_S, SCENARIOS
@@ -90,6 +95,21 @@ def _summary(report: JobReport, console: Console) -> None:
     console.print(f"[bold]job {report.status}[/]: {report.reason}")
 
 
+def _return_demo_nodes(data_dir: Path, command: list[str]) -> list[str]:
+    """An earlier demo in this data dir quarantined a simulated node (the GPU it lost): the
+    demo's nodes are its own, so it returns them to service, as `triage nodes clear` would,
+    instead of running this scenario on fewer nodes. What it did, one line per node."""
+    if not data_dir.is_dir():
+        return []
+    lines = []
+    for node in simulated_nodes(command):
+        if quarantined_nodes(data_dir).get(node):
+            ended, _ = return_to_service(data_dir, node, gpu=None, by="triage demo")
+            lines.append(f"{node} was quarantined by an earlier run ({ended[0].reason}); "
+                         "the demo returns its simulated node to service first")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console()
     if args.list:
@@ -102,11 +122,16 @@ def run(args: argparse.Namespace) -> int:
     job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S")
     cfg = SupervisorConfig(job_id=job_id, data_dir=str(data_dir), hang_timeout=HANG_TIMEOUT_S,
                            backoff=1.0, grace=5.0, max_restarts=3)
+    returned = _return_demo_nodes(data_dir, scenario.train_command())
     started = time.time()
     if args.json:
+        for line in returned:
+            print(line, file=sys.stderr)
         report = Supervisor(cfg, scenario.train_command()).run()
         print(json.dumps(report.to_dict(), indent=1, default=str))
     else:
+        for line in returned:
+            console.print(f"[dim]{line}[/]")
         console.print(f"[bold]triage demo[/]: {scenario.what}")
         console.print("  triage run --hang-timeout 15 -- triage train --nnodes 2 "
                       "--nproc-per-node 2 --collective-timeout 15 " +
@@ -116,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             report = Supervisor(cfg, scenario.train_command(), on_update=lambda s: live.update(
                 _live_view(job_id, scenario.name, s, started))).run()
         _summary(report, console)
-        analysis = analyze(data_dir, job_id)
+        analysis = analyze(data_dir, job_id, report.run_id)
         if analysis is not None:
             console.rule("triage analyze " + job_id)
             print_report(analysis)

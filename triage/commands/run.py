@@ -11,6 +11,11 @@ culprit's node (TRIAGE_EXCLUDE_NODES), roll back before the bad step and skip it
 (TRIAGE_RESUME_BEFORE_STEP, TRIAGE_SKIP_STEPS), requeue after a preemption, or fail fast. It
 gives up after --max-restarts, or when the same failure repeats without progress.
 
+Nodes the node health ledger holds quarantined (`triage nodes`) are left out from the start; a
+verdict that blames a node's hardware (a GPU off the bus, HBM ECC, NVLink, a lost node, silent
+data corruption), or a node that is the culprit of a second incident within
+--repeat-window-days, quarantines it for every later job until `triage nodes clear NODE`.
+
 Exit status: 0 the job completed; 1 it failed or the supervisor gave up; 2 bad usage;
 130 interrupted (Ctrl-C or SIGTERM: the job and its agents are stopped first).
 """
@@ -23,11 +28,13 @@ import sys
 
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.supervisor.config import SupervisorConfig
+from triage.supervisor.quarantine import QuarantineConfig
 from triage.supervisor.supervisor import JobReport, LiveState, Supervisor, culprit_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, SupervisorConfig)
+    add_config_args(parser, QuarantineConfig)
     parser.add_argument("--json", action="store_true", help="print the final report as JSON")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                         help="the training command (after --)")
@@ -50,6 +57,13 @@ def print_report(report: JobReport) -> None:
               f"{a.last_step if a.last_step is not None else '-'}"
               + (f"; {v['category']}" + (f" ({culprit})" if culprit else "") if v else "")
               + (f" -> {a.action}" if a.action else ""))
+        if a.quarantine:
+            q = a.quarantine
+            where = q["node"] if q["gpu"] is None else f"{q['node']} GPU {q['gpu']}"
+            print(f"    quarantined {where} for later jobs ({q['source']}); "
+                  f"`triage nodes clear {q['node']}` returns it")
+    for node, why in report.quarantined_at_start.items():
+        print(f"  left out from the start, quarantined: {node} ({why})")
     if report.excluded_nodes:
         print(f"  excluded nodes: {', '.join(report.excluded_nodes)}")
     goodput = (report.analysis or {}).get("goodput") or {}
@@ -68,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give the training command after --, e.g. "
                           "`triage run -- triage train --nnodes 2 --nproc-per-node 2`")
     cfg = config_from_args(SupervisorConfig, args)
-    supervisor = Supervisor(cfg, command, on_update=None if args.json else print_state)
+    supervisor = Supervisor(cfg, command, on_update=None if args.json else print_state,
+                            quarantine=config_from_args(QuarantineConfig, args))
     report = supervisor.run()
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=str))

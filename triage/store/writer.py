@@ -50,6 +50,23 @@ class StoreError(RuntimeError):
     """The partition cannot be written by this version of Triage."""
 
 
+def partition_holder(data_dir: str | os.PathLike[str], node: str) -> str | None:
+    """The pid (as its lock file says) of the process writing `node`'s partition, None where
+    none does: a look that takes the lock for an instant, never waits, and creates nothing."""
+    lock = partition_dir(data_dir, node) / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)
+    return None
+
+
 class StoreWriter:
     def __init__(self, data_dir: str | os.PathLike[str], node: str | None = None,
                  config: StoreConfig | None = None, *, clock: Callable[[], float] = time.time) -> None:

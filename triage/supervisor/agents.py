@@ -14,14 +14,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
 from triage.reference_trainer.launcher import free_port
+from triage.store.writer import partition_holder
 from triage.supervisor.keeper import PR_SET_PDEATHSIG
 
 _STOP_GRACE_S = 15.0
+#: Least time between two starts of one node's agent (one that exits at once must not spin).
+_RESTART_S = 5.0
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -56,7 +60,12 @@ class Agents:
     """One `triage agent` subprocess per node; its output goes to DATA_DIR/logs/agent-NODE.log.
 
     The agents store what they see every `interval_s` (not the agent's default 15 s): the
-    supervisor's hang detection and verdicts read the store, so its lag is their latency."""
+    supervisor's hang detection and verdicts read the store, so its lag is their latency.
+
+    Only one agent can write a node's partition. Where another job's supervisor on the same
+    data dir already runs one for a node, that agent serves both jobs (it ingests every spool
+    of its node and samples its GPUs); this job's agent for the node starts once the partition
+    is free (`tend`), so the node is not left without one when the other job ends."""
 
     def __init__(self, nodes: Sequence[str], data_dir: Path, *, gpu: str, sim_gpus: int,
                  interval_s: float) -> None:
@@ -64,35 +73,71 @@ class Agents:
             raise ConfigError("`triage agent` is not installed in this build; run with "
                               "--agents none (the supervisor then ingests the spools itself)")
         self.nodes = list(nodes)
+        self.data_dir = data_dir
+        self.gpu, self.sim_gpus, self.interval_s = gpu, sim_gpus, interval_s
         self.procs: dict[str, subprocess.Popen] = {}
         self.ports: dict[str, int] = {}
-        logs = data_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        self._next_start: dict[str, float] = {}
+        self._waiting: set[str] = set()
+        (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.tend()
+
+    def tend(self) -> None:
+        """Start the agent of every node that has none running and whose partition is free;
+        a node another process holds waits (noted once in its log) and is tried again on a
+        later call, at most every `_RESTART_S`."""
+        now = time.monotonic()
+        for node in self.nodes:
+            proc = self.procs.get(node)
+            if (proc is not None and proc.poll() is None) or now < self._next_start.get(node, 0):
+                continue
+            self._next_start[node] = now + _RESTART_S
+            holder = partition_holder(self.data_dir, node)
+            if holder is not None:
+                if node not in self._waiting:
+                    self._waiting.add(node)
+                    self._note(node, f"partition {node} is written by process {holder} (another "
+                                     "job's agent, normally); it serves this job too, and this "
+                                     "job's agent starts when it stops")
+                continue
+            self._waiting.discard(node)
+            if proc is not None:
+                self._note(node, f"agent exited with status {proc.returncode}; starting it again")
+            self._start(node)
+
+    def _start(self, node: str) -> None:
         # The agents are not part of any job: no job identity in their environment, so nothing
         # that looks for a job's processes by it (a test, an operator's ps) takes them for one.
         env = {k: v for k, v in os.environ.items()
                if k not in (ENV_JOB_ID, ENV_RUN_ID, ENV_ATTEMPT)}
-        for node in self.nodes:
-            port = free_port()
-            cmd = [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(data_dir),
-                   "--node", node, "--port", str(port), "--gpu", gpu,
-                   "--interval", str(interval_s), "--store-interval", str(interval_s)]
-            if gpu == "sim":
-                cmd += ["--sim-gpus", str(sim_gpus)]
-            with open(logs / f"agent-{node}.log", "ab") as log:
-                self.procs[node] = subprocess.Popen(cmd, env=env, stdout=log,
-                                                    stderr=subprocess.STDOUT,
-                                                    start_new_session=True,
-                                                    preexec_fn=_die_with_parent)
-            self.ports[node] = port
+        port = free_port()
+        cmd = [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(self.data_dir),
+               "--node", node, "--port", str(port), "--gpu", self.gpu,
+               "--interval", str(self.interval_s), "--store-interval", str(self.interval_s)]
+        if self.gpu == "sim":
+            cmd += ["--sim-gpus", str(self.sim_gpus)]
+        with open(self._log(node), "ab") as log:
+            self.procs[node] = subprocess.Popen(cmd, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT,
+                                                start_new_session=True,
+                                                preexec_fn=_die_with_parent)
+        self.ports[node] = port
+
+    def _log(self, node: str) -> Path:
+        return self.data_dir / "logs" / f"agent-{node}.log"
+
+    def _note(self, node: str, text: str) -> None:
+        with open(self._log(node), "a", encoding="utf-8") as log:
+            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} triage run (pid {os.getpid()}): "
+                      f"{text}\n")
 
     def pids(self) -> frozenset[int]:
         """The supervisor's children that belong to no attempt, though they share its parent."""
         return frozenset(p.pid for p in self.procs.values())
 
-    def dead(self) -> dict[str, int]:
-        """node -> exit code of agents that stopped on their own (port clash, busy partition)."""
-        return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+    def running(self) -> set[str]:
+        """The nodes whose agent of ours runs (one that stopped or never started is not)."""
+        return {n for n, p in self.procs.items() if p.poll() is None}
 
     def stop(self) -> None:
         """SIGTERM (the agent does a final collect and ingest), SIGKILL after a grace period."""

@@ -45,6 +45,10 @@ class SupervisorConfig:
     sim_gpus: int = field(default=2, metadata={"help": "simulated GPUs per agent (--gpu sim)"})
     agent_interval: float = field(default=1.0, metadata={
         "help": "sampling and ingest interval of the agents started", "metavar": "S"})
+    quarantine: bool = field(default=True, metadata={
+        "help": "keep the nodes the node health ledger holds quarantined out of the job "
+                "(`triage nodes`), and quarantine the culprit node of a hardware verdict; "
+                "--no-quarantine does neither (a burn-in run on a node under repair)"})
 
     def __post_init__(self) -> None:
         if self.max_restarts < 0:

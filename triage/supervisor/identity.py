@@ -11,6 +11,7 @@ however it exits, so a `kill -9` leaves no stale lock behind.
 from __future__ import annotations
 
 import fcntl
+import getpass
 import json
 import os
 import secrets
@@ -34,6 +35,14 @@ def default_job_id(now: float | None = None) -> str:
     """`job-20261204-170501-3fa2c1d0`: two starts in one second still get different ids."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now is None else now))
     return f"job-{stamp}-{secrets.token_hex(4)}"
+
+
+def current_user() -> str:
+    """Who runs this process, for the records that say who did what (a run, a clear)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container's uid without a passwd entry
+        return str(os.getuid())
 
 
 class JobRunning(ConfigError):

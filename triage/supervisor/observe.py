@@ -2,14 +2,14 @@
 analyzers' verdict once it ended, and the incident and outcome it records about it.
 
 The store is the one source: the ranks' spools (ingested by the node agents, or by the
-supervisor itself where no agent runs) and the agents' GPU and kernel-log records. The
-supervisor writes its own partition (`SUPERVISOR_PARTITION`), so it never contends with an
-agent; the node agents export what it records there (incidents, job scores).
+supervisor itself where no agent runs) and the agents' GPU and kernel-log records. Supervisors
+write the `supervisor` partition, never an agent's; every `triage run` on the data dir shares
+it, so each write waits briefly for another's (`shared_writer`). The node agents export what is
+recorded there (incidents, job scores).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import socket
@@ -20,10 +20,12 @@ from pathlib import Path
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
-from triage.store import StoreWriter, compact, ingest_spools, open_snapshot
+from triage.store import compact, ingest_spools, open_snapshot
 from triage.store.job_data import load_job
-from triage.store.layout import SUPERVISOR_PARTITION, spool_nodes
+from triage.store.layout import spool_nodes
 from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
+from triage.store.shared_writer import shared_writer
+from triage.supervisor.identity import current_user
 from triage.verdict import Verdict
 
 #: Small job-score segments the supervisor's partition holds before it merges them: one is
@@ -110,7 +112,7 @@ def record_attempt(data_dir: Path, job_id: str, run_id: str, attempt: int, *, st
                    action: str | None) -> None:
     """The attempt's outcome, and its root cause with the action taken, in the store."""
     now = time.time()
-    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
+    with shared_writer(data_dir) as writer:
         if verdict is not None:
             d = verdict.to_dict()
             d["action"] = action or d["action"]
@@ -139,7 +141,7 @@ def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
         rows.append({**key, "name": GOODPUT_RATIO, "rank": None, "node": None, "value": ratio})
     if not rows:
         return 0
-    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
+    with shared_writer(data_dir) as writer:
         writer.append_rows("job_scores", rows)
         if len(writer.manifest.table_segments("job_scores")) >= _COMPACT_AT_SEGMENTS:
             compact(writer)
@@ -160,16 +162,10 @@ def record_run(data_dir: Path, run: RunRecord, *, status: str, reason: str = "",
                end_time: float | None = None) -> None:
     """A run is in the store from its start, so `triage jobs` and `analyze` know it even when
     no rank ever writes telemetry."""
-    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as writer:
+    with shared_writer(data_dir) as writer:
         writer.append_rows("runs", [{
             "job_id": run.job_id, "run_id": run.run_id, "time": time.time(),
             "start_time": run.start_time, "end_time": end_time, "status": status,
             "reason": reason, "command": run.command, "host": socket.gethostname(),
-            "pid": os.getpid(), "user": _user()}])
+            "pid": os.getpid(), "user": current_user()}])
 
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # a container's uid without a passwd entry
-        return str(os.getuid())

@@ -15,14 +15,16 @@ import shlex
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
 from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
-                           ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, data_dir_from_env)
+                           ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, ConfigError,
+                           data_dir_from_env)
 from triage.store.layout import spool_node_dir, spool_nodes
+from triage.store.node_health import HealthEntry, quarantined_nodes
 from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.identity import JobLock, new_run_id
@@ -31,6 +33,7 @@ from triage.supervisor.observe import (Progress, RunRecord, analyze, ingest_pend
                                        record_scores, root_verdict)
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import AttemptProcesses
+from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
 from triage.taxonomy import Category
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
 from triage.verdict import Verdict
@@ -69,9 +72,11 @@ class AttemptReport:
     first_exit_at: float | None = None  # when a rank was first seen gone
     killed_pids: list[int] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    survivors: list[str] = field(default_factory=list)  # orphans that withstood SIGKILL
     verdict: dict[str, Any] | None = None
     action: str | None = None
     reason: str | None = None
+    quarantine: dict[str, Any] | None = None  # the ledger entry this attempt's verdict wrote
 
     @property
     def fault_at(self) -> float | None:
@@ -105,6 +110,8 @@ class JobReport:
     reason: str = ""
     attempts: list[AttemptReport] = field(default_factory=list)
     excluded_nodes: list[str] = field(default_factory=list)
+    #: node -> why the ledger held it out of this run from its start
+    quarantined_at_start: dict[str, str] = field(default_factory=dict)
     analysis: dict[str, Any] | None = None
 
     def recoveries(self) -> list[dict[str, Any]]:
@@ -137,6 +144,7 @@ class JobReport:
                 "command": self.command,
                 "status": self.status, "reason": self.reason,
                 "excluded_nodes": self.excluded_nodes,
+                "quarantined_at_start": self.quarantined_at_start,
                 "attempts": [{**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s}
                              for a in self.attempts],
                 "recoveries": self.recoveries(), "analysis": self.analysis}
@@ -191,8 +199,10 @@ class _StopSignals:
 
 class Supervisor:
     def __init__(self, cfg: SupervisorConfig, command: Sequence[str], *,
-                 on_update: Callable[[LiveState], None] | None = None) -> None:
+                 on_update: Callable[[LiveState], None] | None = None,
+                 quarantine: QuarantineConfig | None = None) -> None:
         self.cfg = cfg
+        self.quarantine = quarantine or QuarantineConfig()
         self.command = list(command)
         self.data_dir = data_dir_from_env(cfg.data_dir)
         self.job_id = str(cfg.job_id)
@@ -202,6 +212,7 @@ class Supervisor:
         self.agent_nodes = cfg.agent_nodes(self.nodes)
         self.report = JobReport(self.job_id, self.run_id, str(self.data_dir), self.command)
         self._incidents: list[str] = []
+        self._probe_error: str | None = None
 
     # -- the job ----------------------------------------------------------------------------
     def run(self) -> JobReport:
@@ -211,13 +222,14 @@ class Supervisor:
             return self._run()
 
     def _run(self) -> JobReport:
+        plan = self._placement()
         record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
         record_run(self.data_dir, record, status="running")
         stops = self._stops = _StopSignals().__enter__()
         agents = Agents(self.agent_nodes, self.data_dir, gpu=self.cfg.agent_gpu,
                         sim_gpus=self.cfg.sim_gpus, interval_s=self.cfg.agent_interval)
         try:
-            self._attempts(agents)
+            self._attempts(agents, plan)
         except (Interrupted, KeyboardInterrupt) as exc:
             self.report.status = "interrupted"
             self.report.reason = f"stopped by {exc or 'Ctrl-C'}"
@@ -232,9 +244,31 @@ class Supervisor:
                        reason=self.report.reason, end_time=time.time())
         return self.report
 
-    def _attempts(self, agents: Agents) -> None:
+    def _placement(self) -> Plan:
+        """The first attempt's plan: the job's nodes the ledger holds quarantined left out.
+        Refused (`ConfigError`) where that leaves none. Without simulated nodes the job's
+        placement is the launcher's: every quarantined node goes into TRIAGE_EXCLUDE_NODES."""
+        if not self.cfg.quarantine:
+            return Plan()
+        held = quarantined_nodes(self.data_dir)
+        out = [n for n in (self.nodes or sorted(held)) if n in held]
+        if self.nodes and len(out) == len(self.nodes):
+            raise ConfigError(
+                "every node of this job is quarantined: "
+                + "; ".join(f"{n} ({_why(held[n])})" for n in out)
+                + ". Return one to service with `triage nodes clear NODE` once it is repaired, "
+                  "or run with --no-quarantine")
+        left = (f"; the job runs on {len(self.nodes) - len(out)} of its {len(self.nodes)} "
+                "nodes" if self.nodes else "")
+        for node in out:
+            self.report.quarantined_at_start[node] = _why(held[node])
+            log.warning("leaving %s out: quarantined (%s)%s; `triage nodes clear %s` returns "
+                        "it", node, _why(held[node]), left, node)
+        self.report.excluded_nodes = list(out)
+        return Plan(excluded_nodes=tuple(out))
+
+    def _attempts(self, agents: Agents, plan: Plan) -> None:
         history: list[AttemptResult] = []
-        plan = Plan()
         attempt = 0
         while True:
             result, report, verdict = self._attempt(attempt, plan, agents)
@@ -242,12 +276,19 @@ class Supervisor:
             nodes = self.nodes or self._job_nodes()
             decision = decide(history, nodes=nodes, plan=plan,
                               max_restarts=self.cfg.max_restarts, backoff_s=self.cfg.backoff)
+            if decision.restart and report.survivors:
+                decision = replace(decision, restart=False, final_status="failed", reason=(
+                    f"{len(report.survivors)} process(es) of attempt {attempt} outlived SIGKILL "
+                    f"({', '.join(s.split()[0] for s in report.survivors)}): not starting "
+                    f"attempt {attempt + 1} beside them. Check them with `ps -o pid,stat,wchan` "
+                    "(state D: stuck in the kernel, often a GPU or filesystem hang; the node may "
+                    "need a reboot), then run the job again"))
             self._act(report, decision, verdict)
             if not decision.restart:
                 self.report.status = decision.final_status or "failed"
                 self.report.reason = decision.reason
                 return
-            plan = decision.plan
+            plan = _leave_out(decision.plan, report.quarantine, nodes)
             self.report.excluded_nodes = list(plan.excluded_nodes)
             self._show(attempt, f"restarting in {decision.backoff_s:.0f} s: {decision.reason}")
             deadline = time.monotonic() + decision.backoff_s
@@ -267,6 +308,25 @@ class Supervisor:
             where = culprit_text(report.verdict["culprit"])
             self._incidents.append(f"attempt {report.attempt}: {report.verdict['category']}"
                                    f"{f' ({where})' if where else ''} -> {report.action}")
+        if verdict is not None and self.cfg.quarantine:
+            entry = self._quarantine(verdict, report.attempt)
+            if entry is not None:
+                report.quarantine = entry.to_dict()
+                self._incidents.append(f"attempt {report.attempt}: quarantined {entry.where}")
+                self._show(report.attempt, f"quarantined {entry.where} for later jobs "
+                                           f"({entry.source}); `triage nodes` lists it")
+
+    def _quarantine(self, verdict: Verdict, attempt: int) -> HealthEntry | None:
+        """The ledger entry the verdict calls for, written; a store that cannot take it costs
+        the entry (logged), never the job."""
+        try:
+            return quarantine_for_verdict(self.data_dir, verdict, job_id=self.job_id,
+                                          run_id=self.run_id, attempt=attempt, now=time.time(),
+                                          config=self.quarantine)
+        except Exception:  # noqa: BLE001 - the job goes on; the verdict is recorded already
+            log.exception("attempt %d: could not write the node health ledger; %s is not "
+                          "quarantined", attempt, verdict.culprit.node)
+            return None
 
     # -- one attempt ------------------------------------------------------------------------
     def _env(self, attempt: int, plan: Plan) -> dict[str, str]:
@@ -311,10 +371,7 @@ class Supervisor:
         report.exit_code = launcher.returncode
         report.ended = time.time()
         survivors = procs.processes()  # none, unless one withstood SIGKILL (stuck in the kernel)
-        if survivors:
-            log.error("attempt %d: %d process(es) outlived SIGKILL: %s; check them with ps "
-                      "before trusting the next attempt", attempt, len(survivors),
-                      [p.pid for p in survivors])
+        report.survivors = sorted(f"{p.pid} {p.cmdline[:120]}" for p in survivors)
         report.orphans = sorted({f"{p.pid} {p.cmdline[:120]}" for p in outlived + survivors})
         report.outcome, report.detection = outcome, detection
         self._show(attempt, "diagnosing", progress)
@@ -372,16 +429,36 @@ class Supervisor:
                 if not ranks and now - first_gone >= RANK_EXIT_GRACE_S + self.cfg.grace:
                     return "failed", "rank_exit", progress  # the launcher does not end
             if now >= next_probe:
-                ingest_pending(self.data_dir, self._live_agents(agents))
-                progress = read_attempt_progress(self.data_dir, self.job_id, self.run_id, attempt)
-                self._show(attempt, "running", progress)
-                if now - (progress.last_progress or started) > self._hang_limit(progress):
-                    return "hung", "hang", progress
+                agents.tend()
+                probed = self._probe(attempt, agents)
+                if probed is not None:
+                    progress = probed
+                    self._show(attempt, "running", progress)
+                    if now - (progress.last_progress or started) > self._hang_limit(progress):
+                        return "hung", "hang", progress
                 next_probe = now + _PROBE_S
             if now >= next_score:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
             time.sleep(_POLL_S)
+
+    def _probe(self, attempt: int, agents: Agents) -> Progress | None:
+        """The attempt's progress from the store, None where the store could not be read this
+        time (a damaged file, a full disk): then no hang is declared on stale progress, and the
+        error is logged once, not every probe."""
+        try:
+            ingest_pending(self.data_dir, self._live_agents(agents))
+            progress = read_attempt_progress(self.data_dir, self.job_id, self.run_id, attempt)
+        except Exception as exc:  # noqa: BLE001 - a store error must not end a healthy job
+            if str(exc) != self._probe_error:
+                log.exception("attempt %d: reading progress from the store failed; retrying "
+                              "every %.0f s (hang detection waits meanwhile)", attempt, _PROBE_S)
+                self._probe_error = str(exc)
+            return None
+        if self._probe_error is not None:
+            log.warning("attempt %d: the store reads again", attempt)
+            self._probe_error = None
+        return progress
 
     def _score(self, attempt: int, analysis: JobAnalysis | None = None) -> None:
         """Record the job's goodput and straggler scores for the node agents to export: one
@@ -422,7 +499,7 @@ class Supervisor:
         time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
 
     def _live_agents(self, agents: Agents) -> set[str]:
-        return set(self.agent_nodes) - set(agents.dead())
+        return agents.running()
 
     def _pending_segments(self, attempt: int) -> int:
         count = 0
@@ -442,6 +519,21 @@ class Supervisor:
     def _show(self, attempt: int, state: str, progress: Progress | None = None) -> None:
         self.on_update(LiveState(attempt, state, progress or Progress(),
                                  tuple(self.report.excluded_nodes), tuple(self._incidents)))
+
+
+def _why(entries: Sequence[HealthEntry]) -> str:
+    return "; ".join(f"{e.where}: {e.reason}" for e in entries)[:300]
+
+
+def _leave_out(plan: Plan, quarantine: dict[str, Any] | None, nodes: Sequence[str]) -> Plan:
+    """`plan` with a node quarantined by the failed attempt left out too (a repeat offender
+    whose own failure called for a plain restart), unless it is the last node left."""
+    node = None if quarantine is None else quarantine["node"]
+    if node is None or node not in nodes or node in plan.excluded_nodes:
+        return plan
+    if [n for n in nodes if n not in plan.excluded_nodes] == [node]:
+        return plan
+    return Plan((*plan.excluded_nodes, node), plan.resume_before_step, plan.skip_steps)
 
 
 _STORE_STATUS = {"failed": "failed", "hung": "failed", "preempted": "preempted",
