@@ -69,40 +69,41 @@ def root_causes(analysis: dict) -> list[str]:
 
 def test_each_job_in_a_shared_data_dir_is_diagnosed_on_its_own_evidence(tmp_path):
     data = tmp_path / "data"
-    # Job A: GPU 0 of node1 (rank 1) falls off the bus at step 4.
-    a = supervise(data, "shared", train(tmp_path / "run-a", "xid@step=4,rank=1,xid=79"))
+    # Job A: GPU 0 of node2 (rank 2) falls off the bus at step 4.
+    a = supervise(data, "shared", train(tmp_path / "run-a", "xid@step=4,rank=2,xid=79"))
     assert a["status"] == "completed", a["reason"]
-    assert root(a["attempts"][0]) == ("gpu_fallen_off_bus", 1, "node1", "restart_excluding_node")
-    assert a["attempts"][0]["quarantine"]["node"] == "node1"
+    assert root(a["attempts"][0]) == ("gpu_fallen_off_bus", 2, "node2", "restart_excluding_node")
+    assert a["attempts"][0]["quarantine"]["node"] == "node2"
     assert a["attempts"][0]["quarantine"]["gpu"] == 0
     (entry,) = read_ledger(data)
     assert (entry.node, entry.gpu, entry.category, entry.xid, entry.job_id, entry.run_id) == (
-        "node1", 0, "gpu_fallen_off_bus", 79, "shared", a["run_id"])
+        "node2", 0, "gpu_fallen_off_bus", 79, "shared", a["run_id"])
 
-    # Job B: a KeyError in rank 1, which now runs on node2 (node1 is left out from the start):
-    # a user bug, fail fast; not the old GPU, no restart excluding a node.
+    # Job B: node2 is left out from the start, so it runs on node0 and node1; a KeyError in
+    # rank 1 (node1): a user bug, fail fast; not the old GPU, no node excluded.
     b = supervise(data, "bug", train(tmp_path / "run-b", "exception@step=2,rank=1"))
     assert b["exit_code"] == 1 and b["status"] == "failed"
-    assert list(b["quarantined_at_start"]) == ["node1"] and b["excluded_nodes"] == ["node1"]
-    assert "leaving node1 out" in b["stderr"] and "runs on 2 of its 3 nodes" in b["stderr"]
+    assert list(b["quarantined_at_start"]) == ["node2"] and b["excluded_nodes"] == ["node2"]
+    assert "leaving node2 out" in b["stderr"] and "runs on 2 of its 3 nodes" in b["stderr"]
     assert len(b["attempts"]) == 1
-    assert root(b["attempts"][0]) == ("user_code_error", 1, "node2", "fail_fast")
+    assert root(b["attempts"][0]) == ("user_code_error", 1, "node1", "fail_fast")
     assert root_causes(b["analysis"]) == ["user_code_error"]
     assert len(read_ledger(data)) == 1  # a bug quarantines nothing
 
-    # node1 is repaired: its simulated GPUs are reset.
-    cleared = cli_json("nodes", "clear", "node1", "--by", "test", "--data-dir", str(data))
-    assert [(c["node"], c["gpu"]) for c in cleared["cleared"]] == [("node1", 0)]
-    assert read_faults(data, "node1")[0][-1].kind == "reset"
+    # node2 is repaired: its simulated GPUs are reset.
+    cleared = cli_json("nodes", "clear", "node2", "--by", "test", "--data-dir", str(data))
+    assert [(c["node"], c["gpu"]) for c in cleared["cleared"]] == [("node2", 0)]
+    assert read_faults(data, "node2")[0][-1].kind == "reset"
     assert quarantined_nodes(data) == {}
 
-    # Job C reuses job A's id: a new run. Rank 1 on node1 hangs at step 3: a collective
-    # timeout with that culprit, not the Xid 79 of A's run on the same GPU.
-    c = supervise(data, "shared", train(tmp_path / "run-c", "hang@step=3,rank=1"))
+    # Job C reuses job A's id: a new run, on all 3 nodes again (rank 2 on the GPU that A lost).
+    # Rank 0 hangs at step 3: a collective timeout with that culprit, not A's Xid 79.
+    c = supervise(data, "shared", train(tmp_path / "run-c", "hang@step=3,rank=0"))
     assert c["status"] == "completed", c["reason"]
     assert c["run_id"] != a["run_id"] and c["quarantined_at_start"] == {}
     assert c["attempts"][0]["plan"]["excluded_nodes"] == []
-    assert root(c["attempts"][0]) == ("collective_timeout", 1, "node1", "restart_excluding_node")
+    assert root(c["attempts"][0]) == ("collective_timeout", 0, "node0", "restart_excluding_node")
+    assert c["excluded_nodes"] == ["node0"]  # attempt 1 trained on node1 and the reset node2
     assert c["attempts"][0]["quarantine"] is None  # the first incident since the clear
     assert c["attempts"][0]["resumed_from_step"] == 0  # its own run dir, not A's checkpoints
     cats = {i["category"] for i in c["analysis"]["incidents"]}

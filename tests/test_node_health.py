@@ -306,3 +306,18 @@ def test_a_job_whose_every_node_is_quarantined_is_refused_before_it_starts(tmp_p
     assert "every node of this job is quarantined: node0 (node0 GPU 1" in out.stderr
     assert "triage nodes clear NODE" in out.stderr and "--no-quarantine" in out.stderr
     assert not (tmp_path / "store" / "supervisor" / "runs").exists()  # no run was recorded
+
+
+def test_the_demo_returns_its_own_simulated_nodes_to_service_first(tmp_path):
+    """A second `make demo` in the same data dir: the first quarantined the GPU it lost; the
+    demo's nodes are simulated and its own, so it clears them rather than run on fewer."""
+    from triage.commands.demo import _return_demo_nodes
+    from triage.supervisor.scenarios import SCENARIOS
+
+    append_fault(tmp_path, GpuFault(time=NOW - 10, node="node1", gpu=1, kind="xid", xid=79))
+    record_health(tmp_path, [_q("node1", 1, NOW), _q("node7", 0, NOW)])
+    lines = _return_demo_nodes(tmp_path, SCENARIOS["gpu-lost"].train_command())
+    assert len(lines) == 1 and lines[0].startswith("node1 was quarantined by an earlier run")
+    assert list(quarantined_nodes(tmp_path)) == ["node7"]  # not one of the demo's nodes
+    assert read_ledger(tmp_path)[-1].by == "triage demo"
+    assert read_faults(tmp_path, "node1")[0][-1].kind == "reset"

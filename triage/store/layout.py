@@ -1,14 +1,20 @@
 """Where things live in a data directory.
 
 ```
-<data_dir>/spool/<node>/<job>/<attempt>/rank<R>-<pid>/<seq>.<table>.parquet   ranks write
+<data_dir>/spool/<node>/<job>@<run>/<attempt>/rank<R>-<pid>-<incarnation>/<seq>.<table>.parquet
+                                                    ranks write (`<job>` alone: no run id)
 <data_dir>/store/<node>/MANIFEST.json              live segments, schema version, watermarks
 <data_dir>/store/<node>/<table>/<gen>-<id>.parquet immutable store segments
 <data_dir>/store/<node>/quarantine/...             corrupt spool segments, kept for a human
 <data_dir>/store/<node>/.writer.lock               held by the one ingester of the partition
+<data_dir>/store/supervisor/...                    runs, incidents, outcomes, scores, the
+                                                    node health ledger: every `triage run`
+<data_dir>/locks/<job>.lock                        held by the job's one supervisor
+<data_dir>/faults/<node>.jsonl                     the simulated GPUs' fault schedule
 ```
 One partition per node, written only by that node's agent (or a CLI where no agent runs), so
-nodes never contend and the store grows by adding nodes.
+nodes never contend and the store grows by adding nodes. The `supervisor` partition is shared
+by the supervisors on the data dir; their writes are short and wait for each other.
 """
 
 from __future__ import annotations
