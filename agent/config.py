@@ -3,12 +3,14 @@ store's config dataclasses (each keeps its own flags and validation)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from triage.collectors.gpu_backend import GpuConfig
 from triage.collectors.host import HostConfig
 from triage.collectors.kernel_log import KernelLogConfig
-from triage.config import ConfigError
+from triage.config import ENV_NODE, ConfigError
+from triage.names import check_name
 from triage.store.config import StoreConfig
 
 AGENT_GPU_CHOICES = ("auto", "nvml", "sim", "none")
@@ -66,3 +68,7 @@ class AgentConfig:
                               f"--interval ({self.interval})")
         if self.max_pending_records < 1:
             raise ConfigError(f"--max-pending-records must be >= 1, got {self.max_pending_records}")
+        if self.node is not None:
+            check_name("node name", self.node, source="--node")
+        elif os.environ.get(ENV_NODE):
+            check_name("node name", os.environ[ENV_NODE], source=f"env {ENV_NODE}")

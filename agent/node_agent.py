@@ -77,6 +77,7 @@ class NodeAgent:
         self.dedup = XidDeduplicator()
         self._pending: deque[Record] = deque()
         self._dropped_records = 0
+        self._ingest_error: str | None = None  # the last one logged, so it is logged once
         self._seen_segments: set[str] = set()
         self._busy_gpus: set[int | None] | None = None
         self.gpu_backend = resolve_gpu_backend(config.gpu)
@@ -165,12 +166,22 @@ class NodeAgent:
             self._dropped_records += 1
 
     def store_batch(self, now: float) -> None:
-        """Ingest the spools, store the collectors' records, update the jobs' state."""
+        """Ingest the spools, store the collectors' records, update the jobs' state: three
+        steps that fail alone. A spool the agent cannot ingest (logged once per error, retried
+        every batch) never holds back the GPU and host records, and `triage_agent_up` says
+        whether the agent's own records reach the store."""
         try:
             report = ingest_partition(self.writer)
             for err in report.errors:
-                log.error("spool segment %s unreadable (%s); quarantined to %s",
+                log.error("spool entry %s unreadable (%s); quarantined to %s",
                           err.path, err.error, err.quarantined_to)
+            self._ingest_error = None
+        except Exception as exc:  # noqa: BLE001 - collectors go on; the next batch retries
+            if str(exc) != self._ingest_error:
+                log.exception("ingesting the spools of %s failed; retried every batch",
+                              self.writer.node)
+                self._ingest_error = str(exc)
+        try:
             if self._pending:
                 records = list(self._pending)
                 self.writer.append_records(records)
@@ -180,13 +191,17 @@ class NodeAgent:
                 log.error("dropped %d collector records while the store could not be written",
                           self._dropped_records)
                 self._dropped_records = 0
-            self.update_progress(now)
         except Exception:  # noqa: BLE001 - the agent keeps collecting and retries next batch
             log.exception("writing the store partition %s failed; records are kept in memory "
                           "and written at the next batch", self.writer.dir)
             self.state.set_agent_up(False)
             return
         self.state.set_agent_up(True)
+        try:
+            self.update_progress(now)
+        except Exception:  # noqa: BLE001 - the exported progress waits for the next batch
+            log.exception("reading job progress from %s failed; retried next batch",
+                          self.writer.dir)
         self.read_results()
 
     def update_progress(self, now: float) -> None:

@@ -30,6 +30,9 @@ from triage.verdict import Culprit, Evidence, Verdict
 
 #: Longest line text kept in evidence; a pathological multi-megabyte line is cut, not stored.
 MAX_TEXT = 500
+#: Distinct ranks, nodes and GPUs a classifier remembers (a real job has at most tens of
+#: thousands of ranks; beyond this they are counted as matches but not remembered).
+MAX_DISTINCT = 1 << 17
 #: Matches kept per signature: the earliest ones decide, the rest are only counted.
 MAX_KEPT_PER_SIGNATURE = 50
 
@@ -200,10 +203,11 @@ class LogClassifier:
             return None
         self._counts[match.signature] += 1
         if match.node:
-            self._nodes_seen.add(match.node)
+            _add_bounded(self._nodes_seen, match.node)
         if match.rank is not None:
-            self._ranks_seen.add(match.rank)
-        if match.xid in APP_SIDE_XIDS and match.pci:
+            _add_bounded(self._ranks_seen, match.rank)
+        if match.xid in APP_SIDE_XIDS and match.pci and (
+                match.pci in self._app_xids_per_gpu or len(self._app_xids_per_gpu) < MAX_DISTINCT):
             self._app_xids_per_gpu[match.pci] += 1
         if self._kept[match.signature] < MAX_KEPT_PER_SIGNATURE:
             self._kept[match.signature] += 1
@@ -214,7 +218,7 @@ class LogClassifier:
         """Ranks present in the job, and torchrun's "Root Cause" block (its rank and host)."""
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
-            self._ranks_seen.add(int(m.group(1) or m.group(2)))
+            _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))
         if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):
             self._in_root_cause = True
             return
@@ -253,8 +257,12 @@ class LogClassifier:
                      if h.match.category is Category.COLLECTIVE_TIMEOUT and h.match.rank is not None}
         if len(timed_out) < 2:
             return None
-        silent = set(range(max(self._ranks_seen | timed_out) + 1)) - timed_out
-        return silent.pop() if len(silent) == 1 else None
+        # Ranks 0..top where top is the highest seen: exactly one of them is silent when all
+        # but one timed out. Counted, not listed: a log's `[rank900000000]` costs nothing.
+        top = max(self._ranks_seen | timed_out)
+        if top + 1 - len(timed_out) != 1:
+            return None
+        return top * (top + 1) // 2 - sum(timed_out)
 
     def _culprit(self, root: _Hit, same: list[_Hit]) -> Culprit:
         """The root line's own rank/node/GPU; missing ones come from lines of the same category
@@ -338,6 +346,13 @@ def _ranges(ranks: Sequence[int]) -> str:
     if start is not None:
         parts.append(f"{start}-{prev}" if start != prev else str(start))
     return ",".join(parts)
+
+
+def _add_bounded(seen: set, value: object) -> None:
+    """Remember `value` while fewer than `MAX_DISTINCT` are remembered: a log of a million
+    distinct rank prefixes or host names costs a bounded set, not one entry per line."""
+    if len(seen) < MAX_DISTINCT:
+        seen.add(value)
 
 
 def classify_lines(lines: Sequence[str] | Iterable[str], source: str = "log",

@@ -8,6 +8,7 @@ and `charts`, and everything here only lays those out.
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timezone
 from typing import Callable
@@ -18,6 +19,7 @@ import streamlit as st
 from triage.dashboard import charts, queries, shaping
 from triage.dashboard.config import DashboardConfig
 from triage.dashboard.queries import FleetView, JobView, StoreUnreadable
+from triage.names import is_valid_name
 
 PAGES: dict[str, str] = {"fleet": "Fleet", "job": "Job", "ranks": "Ranks", "gpu": "GPU health",
                          "incident": "Incident"}
@@ -78,9 +80,21 @@ def _open_buttons(incidents: pd.DataFrame, key: str) -> None:
         c1, c2 = st.columns([6, 1])
         root = " · **root cause**" if r.root_cause else ""
         c1.markdown(f"`{_when(r.time)}` **{r.job_id}** attempt {r.attempt} — "
-                    f"**{r.category}** ({r.layer}){root}: {r.summary[:160]}")
+                    f"**{r.category}** ({r.layer}){root}: {_md(r.summary[:160])}")
         if c2.button("Open", key=f"{key}-{r.job_id}-{r.index}"):
             _go("incident", job=r.job_id, incident=r.index)
+
+
+#: What Markdown or Streamlit acts on inside a line: links and images (`[`, `]`, `(`, `)`,
+#: `!`), HTML (`<`, `>`), code, emphasis and strike-through, math (`$`), colour directives
+#: (`:red[...]`, through its `[`), and word-edge underscores (`_x_`; `a_b` stays as it is).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]()!<>$~])|(?<!\w)_|_(?!\w)")
+
+
+def _md(text: object) -> str:
+    """`text` (a log line, an exception message) as inert Markdown on one line, so that a
+    crafted message shows as itself, never as a link, an image, HTML or formatting."""
+    return _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(0), str(text)).replace("\n", " ")
 
 
 # -- pages ------------------------------------------------------------------------------------
@@ -88,6 +102,9 @@ def _open_buttons(incidents: pd.DataFrame, key: str) -> None:
 def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
     st.header("Fleet")
     view = _fleet(cfg.data_dir, cfg.max_jobs)
+    for problem in view.problems:
+        st.warning("Left out of this view: ", icon="⚠️")
+        st.code(problem, language=None)
     if view.empty:
         msg = (f"No jobs in `{view.data_dir}` yet. Run `triage demo` to train a small job "
                "(or point `--data-dir` at where your agents write).")
@@ -312,13 +329,13 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
     st.header(f"{v['category']} — job {view.job_id}, attempt {d.attempt}")
     if d.root_cause:
         st.markdown("**Root cause** of the attempt")
-    st.markdown(f"> {v['summary']}")
+    st.markdown(f"> {_md(v['summary'])}")
     st.markdown(f"**category** `{v['category']}` · **layer** `{v['layer']}` · "
-                f"**confidence** {v['confidence']:.2f} · **culprit** {d.culprit} · "
+                f"**confidence** {v['confidence']:.2f} · **culprit** {_md(d.culprit)} · "
                 f"**first seen** {_when(v['first_seen'])}")
     st.subheader("Action and result")
-    st.markdown(f"- **recommended**: `{v['action']}`\n- **taken**: {d.action_taken}\n"
-                f"- **result**: {d.result}")
+    st.markdown(f"- **recommended**: `{v['action']}`\n- **taken**: {_md(d.action_taken)}\n"
+                f"- **result**: {_md(d.result)}")
     st.subheader("Evidence (log lines and metric points)")
     if d.evidence.empty:
         st.caption("The verdict carries no evidence items.")
@@ -328,7 +345,7 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
                          "text", width="large")})
     st.subheader(f"Consequences it explains ({len(d.consequences)})")
     if d.consequences:
-        st.markdown("\n".join(f"- {c}" for c in d.consequences))
+        st.markdown("\n".join(f"- {_md(c)}" for c in d.consequences))
     else:
         st.caption("None: no other failure followed from it.")
 
@@ -347,6 +364,9 @@ def _sidebar(cfg: DashboardConfig, page: str) -> str | None:
                      on_change=lambda: _set_params(page=st.session_state["nav_page"]))
     jobs = _job_ids(cfg.data_dir)
     wanted = st.query_params.get("job")
+    if wanted is not None and not is_valid_name(wanted):
+        st.sidebar.warning("The page address names no valid job id; showing the newest job.")
+        wanted = None
     job_id = wanted if wanted is not None else (jobs[0] if jobs else None)
     if jobs:
         options = jobs if job_id in jobs else [job_id, *jobs]

@@ -46,6 +46,7 @@ class FleetView:
     gpus: pd.DataFrame  # latest state of every (node, gpu) the agents sample
     nodes: pd.DataFrame  # every node seen, with its GPU count and whether it was excluded
     pending_spool_nodes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what the store read left out, and why
 
     @property
     def empty(self) -> bool:
@@ -109,9 +110,11 @@ def read_fleet(data_dir: str, now: float, max_jobs: int) -> FleetView:
                 job_rows.append(row)
             gpus = latest_gpu_state(snap.con, now)
             nodes = node_table(snap.con, gpus)
+            problems = list(snap.problems)
         return FleetView(str(path), pd.DataFrame(job_rows, columns=_JOB_COLUMNS),
                          pd.DataFrame(incident_rows, columns=INCIDENT_COLUMNS), gpus, nodes,
-                         pending_spool_nodes=spool_nodes(path) if not jobs else [])
+                         pending_spool_nodes=spool_nodes(path) if not jobs else [],
+                         problems=problems)
 
 
 _JOB_COLUMNS = ["job_id", "status", "attempts", "ranks", "max_step", "last_progress",

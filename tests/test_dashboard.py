@@ -114,11 +114,13 @@ def test_rank_grid_and_bandwidth_read_the_attempt(store):
     assert list(bw["op"]) == ["all_reduce"] and bw["busbw_gb_per_s"].iloc[0] == pytest.approx(41.5)
 
 
-def test_damaged_manifest_is_reported_not_raised(tmp_path):
+def test_damaged_manifest_is_reported_and_the_rest_shown(tmp_path):
     write_fault_store(tmp_path)
     (tmp_path / "store" / "node0" / "MANIFEST.json").write_text("{not json")
-    with pytest.raises(queries.StoreUnreadable, match="could not read the fleet"):
-        queries.read_fleet(str(tmp_path), time.time(), 20)
+    view = queries.read_fleet(str(tmp_path), time.time(), 20)
+    (problem,) = view.problems
+    assert "partition node0 skipped" in problem and "MANIFEST.json is damaged" in problem
+    assert "node0" not in set(view.gpus["node"]) and not view.gpus.empty  # node1's GPUs show
 
 
 # -- pages under AppTest ------------------------------------------------------------------------
@@ -217,8 +219,9 @@ def test_empty_store_says_what_to_run(tmp_path, monkeypatch):
 def test_corrupt_store_and_missing_dir_are_messages_not_tracebacks(tmp_path, monkeypatch):
     write_fault_store(tmp_path)
     (tmp_path / "store" / "node0" / "MANIFEST.json").write_text("{not json")
-    at = _app(tmp_path, monkeypatch)
-    assert not at.exception and "could not read" in at.error[0].value
+    at = _app(tmp_path, monkeypatch)  # the rest of the store shows, with a warning
+    assert not at.exception and "Left out of this view" in at.warning[0].value
+    assert "partition node0 skipped" in at.code[0].value and at.dataframe
     at = _app(tmp_path / "missing", monkeypatch)
     assert not at.exception and "does not exist" in at.error[0].value
 
@@ -272,3 +275,29 @@ def test_config_rejects_bad_values():
     env = DashboardConfig(data_dir="/x", refresh_s=7).to_env()
     back = DashboardConfig.from_env(env)
     assert (back.data_dir, back.refresh_s) == ("/x", 7.0)
+
+
+HOSTILE = "KeyError: ![x](http://evil.example/i.png) [click](http://evil.example) :red[alarm] <b>x</b>"
+
+
+def test_log_text_and_url_parameters_are_shown_as_text_never_markdown(tmp_path, monkeypatch):
+    """A rank's exception message is shown as itself: no image, link, colour directive or
+    HTML; a `?job=` that is no job id is not echoed."""
+    from jobdata_builder import T0, JobBuilder
+    b = JobBuilder("hostile").world(2, per_node=1)
+    end = b.steps(0, range(3), T0 + 5)
+    b.event(0, 1, end + 0.5, "exception", HOSTILE,
+            traceback=f"Traceback (most recent call last):\n  File \"train.py\", line 3\n{HOSTILE}")
+    for r in range(2):
+        b.event(0, r, end + 1, "exit", "exit code 1", exit_code=1)
+    b.write_store(tmp_path)
+    at = _app(tmp_path, monkeypatch, page="incident", job="hostile")
+    assert not at.exception
+    summary = next(m.value for m in at.markdown if m.value.startswith(">"))
+    assert "evil" in summary and "alarm" in summary  # the text is there ...
+    for raw in ("![x](", "[click](", ":red[", "<b>"):
+        assert raw not in summary  # ... with every Markdown construct escaped
+    assert r"\!\[x\]\(http" in summary
+    at = _app(tmp_path, monkeypatch, page="job", job="](http://url-param.example)")
+    assert not at.exception and "url-param" not in _text(at)
+    assert "names no valid job id" in " ".join(w.value for w in at.sidebar.warning)

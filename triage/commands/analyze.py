@@ -51,11 +51,14 @@ def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool
     path = check_data_dir(data_dir_from_env(data_dir))
     if ingest:
         try:
-            ingest_spools(path)
+            for why in ingest_spools(path).refused:
+                print(f"triage analyze: warning: {why}", file=sys.stderr)
         except (OSError, StoreError) as exc:
             print(f"triage analyze: warning: could not ingest pending spools ({exc}); "
                   "analysing what is stored", file=sys.stderr)
     with open_snapshot(path, now=cfg.now) as snap:
+        for problem in snap.problems:
+            print(f"triage analyze: warning: {problem}", file=sys.stderr)
         runs = list_runs(snap.con, job_id)
         if not runs:
             known = list_jobs(snap.con)

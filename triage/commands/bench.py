@@ -17,6 +17,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
     "recovery": ("recovery", "time to detect and recover from a crash, a hang and a GPU fault; goodput"),
     "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
+    "bad-inputs": ("bad_inputs", "damaged spools, manifests and segments beside good data: "
+                                 "contained, reported, rows lost"),
 }
 
 

@@ -56,13 +56,19 @@ def run(args: argparse.Namespace) -> int:
         for err in ingest.errors if ingest else []:
             print(f"triage jobs: warning: {err.path}: {err.error} (kept in {err.quarantined_to})",
                   file=sys.stderr)
+        for why in ingest.refused if ingest else []:
+            print(f"triage jobs: warning: {why}", file=sys.stderr)
     now = time.time()
     with open_snapshot(data_dir, now=now, config=config) as snap:
         jobs = snap.jobs()
         runs = snap.runs()
+        problems = snap.problems
+    for problem in problems:
+        print(f"triage jobs: warning: {problem}", file=sys.stderr)
     if args.json:
         print(json.dumps({"data_dir": str(data_dir), "now": now,
                           "ingest": ingest.to_dict() if ingest else None,
+                          "problems": problems,
                           "jobs": [dataclasses.asdict(j) for j in jobs],
                           "runs": [dataclasses.asdict(r) for r in runs]}))
         return 0

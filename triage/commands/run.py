@@ -69,6 +69,8 @@ def print_report(report: JobReport) -> None:
     goodput = (report.analysis or {}).get("goodput") or {}
     if goodput.get("ratio") is not None:
         print(f"  goodput: {goodput['ratio']:.1%} of {goodput['total_s']:.0f} s")
+    for error in report.store_errors:
+        print(f"  WARNING: the store did not take a record: {error}")
     for a in report.attempts:
         if a.orphans:
             print(f"  WARNING: processes of attempt {a.attempt} outlived it: {a.orphans}")

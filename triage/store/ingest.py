@@ -18,19 +18,23 @@ import json
 import os
 import re
 import shutil
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
+from triage.names import is_valid_name
 from triage.store.config import StoreConfig
 from triage.store.layout import QUARANTINE_DIR, spool_node_dir, spool_nodes
 from triage.store.schema import EVENT_SOURCE_STORE, TABLES, table_spec
-from triage.store.writer import PartitionBusy, StoreWriter
+from triage.store.writer import PartitionBusy, StoreError, StoreWriter
 from triage.trainer_hooks.spool_schema import (SPOOL_TABLES, parse_job_dir_name,
                                               parse_segment_name, read_segment)
 
+#: Where directories with names no spool writer makes go (under the partition's quarantine).
+_BAD_NAMES = "bad-names"
 #: `rank<R>-<pid>-<incarnation>`, or `rank<R>-<pid>` as written before incarnations.
 _WRITER_DIR_RE = re.compile(r"^rank(?P<rank>\d+)-(?P<pid>\d+)(?:-(?P<incarnation>[0-9a-f]+))?$")
 
@@ -58,6 +62,7 @@ class IngestReport:
     commits: int = 0
     errors: list[SpoolError] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)  # partitions another process was writing
+    refused: list[str] = field(default_factory=list)  # why a partition could not be written
     dropped_columns: list[str] = field(default_factory=list)  # "table.column" no store table has
 
     @property
@@ -72,6 +77,7 @@ class IngestReport:
         self.commits += other.commits
         self.errors += other.errors
         self.busy += other.busy
+        self.refused += other.refused
         self.dropped_columns = sorted(set(self.dropped_columns) | set(other.dropped_columns))
 
     def to_dict(self) -> dict:
@@ -81,7 +87,8 @@ class IngestReport:
 def ingest_spools(data_dir: str | os.PathLike[str], node: str | None = None,
                   config: StoreConfig | None = None) -> IngestReport:
     """Ingest the spools of `node` (every node with a spool when None), skipping partitions
-    another process writes (they appear in `report.busy`)."""
+    another process writes (`report.busy`) and those that refuse writes (`report.refused`:
+    a damaged manifest, a newer schema)."""
     report = IngestReport()
     for n in [node] if node else spool_nodes(data_dir):
         try:
@@ -89,6 +96,8 @@ def ingest_spools(data_dir: str | os.PathLike[str], node: str | None = None,
                 report.add(ingest_partition(writer))
         except PartitionBusy:
             report.busy.append(n)
+        except StoreError as exc:  # this partition refuses writes; the other nodes go on
+            report.refused.append(str(exc))
     return report
 
 
@@ -97,7 +106,7 @@ def ingest_partition(writer: StoreWriter) -> IngestReport:
     report = IngestReport()
     batch: list[SpoolFile] = []
     size = 0
-    for f in _pending(writer):
+    for f in _pending(writer, report):
         batch.append(f)
         size += f.size
         if size >= writer.config.ingest_batch_bytes:
@@ -108,21 +117,60 @@ def ingest_partition(writer: StoreWriter) -> IngestReport:
     return report
 
 
-def _subdirs(path: Path) -> list[os.DirEntry]:
-    return sorted((e for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")),
-                  key=lambda e: e.name)
+def _valid_job_dir(name: str) -> bool:
+    job, run = parse_job_dir_name(name)
+    return is_valid_name(job) and (run is None or is_valid_name(run))
 
 
-def _pending(writer: StoreWriter) -> list[SpoolFile]:
+#: What each level of a node's spool must be called: `<job>[@<run>]/<attempt>/rank<R>-...`.
+_LEVELS = (_valid_job_dir, str.isdigit, lambda name: _WRITER_DIR_RE.match(name) is not None)
+
+
+def _named(path: Path, level: int, writer: StoreWriter, report: IngestReport
+           ) -> list[os.DirEntry]:
+    """The subdirectories of `path` whose names this level allows. Any other directory (a
+    name that is not UTF-8, `..`-like, another tool's folder) and any entry that cannot be
+    looked at (a symlink loop) is moved to the partition's quarantine and reported, so that no
+    path and no watermark key is ever built from it; plain files are not ours and stay."""
+    kept = []
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if entry.name.startswith("."):
+            continue
+        try:
+            if not entry.is_dir():
+                continue
+            why = None if _LEVELS[level](entry.name) and entry.name.isascii() else (
+                f"not a spool directory name at this level ({ascii(entry.name)})")
+        except OSError as exc:
+            why = f"cannot be read ({exc.strerror or exc})"
+        if why is None:
+            kept.append(entry)
+            continue
+        dest = (writer.dir / QUARANTINE_DIR / _BAD_NAMES
+                / f"{_printable(entry.name)}-{time.time_ns()}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(entry.path, dest)
+        report.errors.append(SpoolError(
+            os.fsdecode(entry.path).encode("utf-8", "backslashreplace").decode(),
+            f"{why}; moved aside unread", str(dest)))
+    return kept
+
+
+def _printable(name: str) -> str:
+    """A file name that says what the bad one was, in the characters names may use."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", ascii(name).strip("'"))[:100] or "_"
+
+
+def _pending(writer: StoreWriter, report: IngestReport) -> list[SpoolFile]:
     """Spool segments above their writer's watermark, in sequence order per writer; those at
     or below it are already stored (a crash came after the commit) and are deleted."""
     root = spool_node_dir(writer.data_dir, writer.node)
     if not root.is_dir():
         return []
     out = []
-    for job in _subdirs(root):
-        for attempt in _subdirs(Path(job.path)):
-            for wdir in _subdirs(Path(attempt.path)):
+    for job in _named(root, 0, writer, report):
+        for attempt in _named(Path(job.path), 1, writer, report):
+            for wdir in _named(Path(attempt.path), 2, writer, report):
                 key = f"{job.name}/{attempt.name}/{wdir.name}"
                 mark = writer.manifest.watermarks.get(key, -1)
                 files = []
@@ -147,8 +195,9 @@ def _ingest_batch(writer: StoreWriter, batch: list[SpoolFile], report: IngestRep
             tables = read_segment(f.path)
             other = {t: _conform(writer, t, data, report) for t, data in tables.items()
                      if t in TABLES and not _in_spool_layout(t, data)}
-        except (pa.ArrowException, OSError) as exc:
-            bad.append((f, f"{type(exc).__name__}: {(str(exc) or 'unreadable').splitlines()[0]}"))
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with one file stays with it
+            bad.append((f, f"{type(exc).__name__}: "
+                           f"{(str(exc) or 'unreadable').splitlines()[0][:300]}"))
             continue
         for table, data in tables.items():
             if table not in TABLES:

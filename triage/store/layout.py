@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from triage.config import ConfigError
+from triage.names import check_name, is_valid_name
 
 SPOOL_DIR = "spool"
 STORE_DIR = "store"
@@ -35,28 +36,52 @@ SUPERVISOR_PARTITION = "supervisor"
 
 
 def partition_dir(data_dir: str | os.PathLike[str], node: str) -> Path:
-    return Path(data_dir) / STORE_DIR / node
+    """`store/<node>`; a `ConfigError` for a node name that is no safe directory name (`..`
+    would make the data dir itself a partition)."""
+    return Path(data_dir) / STORE_DIR / check_name("node name", node)
 
 
 def spool_node_dir(data_dir: str | os.PathLike[str], node: str) -> Path:
-    return Path(data_dir) / SPOOL_DIR / node
+    return Path(data_dir) / SPOOL_DIR / check_name("node name", node)
 
 
 def _subdirs(path: Path) -> list[str]:
+    """Names of the folders in `path` (an entry that cannot be looked at, e.g. a symlink
+    loop, is none)."""
     try:
-        return sorted(e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith("."))
+        entries = list(os.scandir(path))
     except FileNotFoundError:
         return []
+    names = []
+    for e in entries:
+        try:
+            if e.is_dir() and not e.name.startswith("."):
+                names.append(e.name)
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def unlisted_partitions(data_dir: str | os.PathLike[str]) -> list[str]:
+    """Folders of the store that hold table folders but no manifest: a partition whose
+    manifest was lost. Readers cannot read them and say so; writers refuse them."""
+    root = Path(data_dir) / STORE_DIR
+    return [n for n in _subdirs(root) if is_valid_name(n)
+            and not (root / n / MANIFEST_NAME).exists()
+            and any(d != QUARANTINE_DIR for d in _subdirs(root / n))]
 
 
 def partitions(data_dir: str | os.PathLike[str]) -> list[str]:
-    """Nodes with a store partition (a manifest)."""
+    """Nodes with a store partition (a manifest). Folders whose names no node can have are
+    not partitions (nothing of Triage's made them)."""
     root = Path(data_dir) / STORE_DIR
-    return [n for n in _subdirs(root) if (root / n / MANIFEST_NAME).exists()]
+    return [n for n in _subdirs(root)
+            if is_valid_name(n) and (root / n / MANIFEST_NAME).exists()]
 
 
 def spool_nodes(data_dir: str | os.PathLike[str]) -> list[str]:
-    return _subdirs(Path(data_dir) / SPOOL_DIR)
+    """Nodes with a spool folder (validly named: see `partitions`)."""
+    return [n for n in _subdirs(Path(data_dir) / SPOOL_DIR) if is_valid_name(n)]
 
 
 def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:

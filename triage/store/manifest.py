@@ -64,13 +64,25 @@ class Manifest:
                    retired=[Retired(**r) for r in raw["retired"]])
 
 
+class ManifestError(ValueError):
+    """A partition's manifest cannot be read: truncated, not JSON, not a Triage manifest."""
+
+
 def load_manifest(partition: Path) -> Manifest | None:
+    """The partition's manifest; None where it has none; `ManifestError` where it is damaged
+    (readers skip that partition and say so; a writer refuses it)."""
     path = partition / MANIFEST_NAME
     try:
         text = path.read_text()
     except FileNotFoundError:
         return None
-    return Manifest.from_json(text, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path} cannot be read ({exc})") from None
+    try:
+        return Manifest.from_json(text, path)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ManifestError(f"{path} is damaged ({type(exc).__name__}: {str(exc)[:200]}); "
+                            "restore it from a backup, or move the partition aside") from None
 
 
 def save_manifest(partition: Path, manifest: Manifest) -> None:

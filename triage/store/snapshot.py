@@ -20,8 +20,8 @@ import duckdb
 import pyarrow as pa
 
 from triage.store.config import StoreConfig
-from triage.store.layout import partition_dir, partitions
-from triage.store.manifest import load_manifest
+from triage.store.layout import MANIFEST_NAME, partition_dir, partitions, unlisted_partitions
+from triage.store.manifest import ManifestError, load_manifest
 from triage.store.schema import TABLES
 from triage.store.sql import parquet_source
 
@@ -195,6 +195,23 @@ WHERE e.kind = 'checkpoint_save_end'
 T = TypeVar("T")
 
 
+def _unreadable(path: Path) -> str | None:
+    """Why a segment file cannot be a whole Parquet file (missing, too short, no footer
+    magic), or None: a check of a few bytes, so one damaged file costs a warning, not every
+    query of its table."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < 12:
+                return f"{size} bytes, too short for Parquet"
+            fh.seek(-4, os.SEEK_END)
+            if fh.read(4) != b"PAR1":
+                return "no Parquet footer (truncated or overwritten)"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
 class Snapshot:
     def __init__(self, data_dir: str | os.PathLike[str], *, now: float | None = None,
                  config: StoreConfig | None = None) -> None:
@@ -206,14 +223,35 @@ class Snapshot:
         files: dict[str, list[str]] = {t: [] for t in TABLES}
         #: node -> schema version of its partition at open
         self.partition_versions: dict[str, int] = {}
+        #: what was left out and why (a damaged manifest or file, a newer version's table):
+        #: the rest is read; commands show these as warnings
+        self.problems: list[str] = [
+            f"partition {node} skipped: it has segment folders but no {MANIFEST_NAME}; "
+            "restore the manifest from a backup, or move the partition aside"
+            for node in unlisted_partitions(self.data_dir)]
         for node in partitions(self.data_dir):
             part = partition_dir(self.data_dir, node)
-            manifest = load_manifest(part)
+            try:
+                manifest = load_manifest(part)
+            except ManifestError as exc:
+                self.problems.append(f"partition {node} skipped: {exc}")
+                continue
             if manifest is None:  # removed since listed
                 continue
             self.partition_versions[node] = manifest.schema_version
+            unknown = sorted({seg.table for seg in manifest.segments if seg.table not in TABLES})
+            if unknown:
+                self.problems.append(f"partition {node}: table(s) {', '.join(unknown)} of a "
+                                     "newer Triage ignored")
             for seg in manifest.segments:
-                files.setdefault(seg.table, []).append(str(part / seg.file))
+                if seg.table not in TABLES:
+                    continue
+                path = part / seg.file
+                why = _unreadable(path)
+                if why:
+                    self.problems.append(f"{path} skipped: {why}")
+                    continue
+                files[seg.table].append(str(path))
         self.row_files = files
         for table, paths in files.items():
             spec = TABLES.get(table)

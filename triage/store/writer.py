@@ -2,8 +2,8 @@
 
 The writer holds an exclusive, non-blocking `flock` on the partition for its lifetime, so the
 agent and a CLI that ingests "where no agent runs" never both write; readers take no lock at all
-(see `snapshot`). Every change is: write new segment files, fsync them, then replace the
-manifest; files that leave the manifest are deleted only after `retire_grace_s`.
+(see `snapshot`). Every change is: write new segment files, fsync them and their folders, then
+replace the manifest; files that leave the manifest are deleted only after `retire_grace_s`.
 
 Writing needs only pyarrow, never DuckDB: the node agent is a writer with a small memory budget,
 and DuckDB (~55 MB resident) is left to the readers.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -27,9 +28,9 @@ import pyarrow.parquet as pq
 from triage.config import node_name
 from triage.durable import fsync_path
 from triage.store.config import StoreConfig
-from triage.store.layout import LOCK_NAME, QUARANTINE_DIR, partition_dir
+from triage.store.layout import LOCK_NAME, MANIFEST_NAME, QUARANTINE_DIR, partition_dir
 from triage.store.manifest import (
-    Manifest, Retired, Segment, load_manifest, save_manifest,
+    Manifest, ManifestError, Retired, Segment, load_manifest, save_manifest,
 )
 from triage.store.migrations import migrate
 from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, table_spec
@@ -40,6 +41,10 @@ from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, table_spec
 #: the files by half (`triage bench ingest` measures the writer).
 _ROW_GROUP_ROWS = 122_880
 _WRITE_THREADS = 2
+
+
+#: `<generation>-<id>.parquet`, the names `write_segments` gives.
+_SEGMENT_FILE_RE = re.compile(r"^(?P<gen>\d{8})-[0-9a-f]{12}\.parquet$")
 
 
 class PartitionBusy(RuntimeError):
@@ -87,12 +92,26 @@ class StoreWriter:
                                 "process to write it here") from None
         os.ftruncate(self._lock_fd, 0)
         os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
-        self.manifest = self._open_manifest()
-        self._remove_orphans()
+        try:
+            self.manifest = self._open_manifest()
+            self._remove_orphans()
+        except BaseException:
+            os.close(self._lock_fd)  # a refused partition is not left locked
+            raise
 
     def _open_manifest(self) -> Manifest:
-        manifest = load_manifest(self.dir)
+        try:
+            manifest = load_manifest(self.dir)
+        except ManifestError as exc:
+            raise StoreError(f"{exc}. Not writing partition {self.dir}") from None
         if manifest is None:
+            found = self._segment_files()
+            if found:
+                raise StoreError(
+                    f"store partition {self.dir} holds {len(found)} segment file(s) (e.g. "
+                    f"{found[0]}) but no {MANIFEST_NAME}: refusing to start it empty, which "
+                    "would discard them. Restore the manifest (from a backup), or move the "
+                    "partition aside to start a new one")
             manifest = Manifest(schema_version=SCHEMA_VERSION)
             save_manifest(self.dir, manifest)
             return manifest
@@ -104,15 +123,23 @@ class StoreWriter:
             migrate(self)
         return self.manifest
 
+    def _segment_files(self) -> list[str]:
+        """`table/file` of every file in the partition's table folders."""
+        return sorted(f"{d.name}/{p.name}" for d in self.dir.iterdir()
+                      if d.is_dir() and not d.name.startswith(".") and d.name != QUARANTINE_DIR
+                      for p in d.iterdir())
+
     def _remove_orphans(self) -> None:
-        """Delete segment files no manifest names: the leftovers of a crash before a commit."""
+        """Delete the leftovers of a crash before a commit: segment files the manifest does
+        not name, of a generation after its own (this writer's naming; a commit would have
+        made it the manifest's). Anything else it does not name may be data and stays."""
         known = {s.file for s in self.manifest.segments} | {r.file for r in self.manifest.retired}
-        for table_dir in self.dir.iterdir():
-            if not table_dir.is_dir() or table_dir.name.startswith(".") or table_dir.name == QUARANTINE_DIR:
+        for rel in self._segment_files():
+            if rel in known:
                 continue
-            for path in table_dir.iterdir():
-                if f"{table_dir.name}/{path.name}" not in known:
-                    path.unlink(missing_ok=True)
+            m = _SEGMENT_FILE_RE.match(rel.rsplit("/", 1)[1])
+            if m and int(m["gen"]) > self.manifest.generation:
+                (self.dir / rel).unlink(missing_ok=True)
 
     # -- segments ---------------------------------------------------------------------------
 
@@ -218,6 +245,10 @@ class StoreWriter:
             retired=[r for r in self.manifest.retired if r not in expired]
             + [Retired(f, now) for f in sorted(gone)],
         )
+        # The new files' directory entries must be durable before a manifest names them (a
+        # crash could otherwise keep the manifest and lose the file's name).
+        for directory in sorted({(self.dir / s.file).parent for s in added} | {self.dir}):
+            fsync_path(directory)
         save_manifest(self.dir, manifest)
         self.manifest = manifest
         for r in expired:

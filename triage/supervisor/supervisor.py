@@ -16,7 +16,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
@@ -24,7 +24,9 @@ from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB
                            ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, ConfigError,
                            data_dir_from_env)
 from triage.store.layout import spool_node_dir, spool_nodes
+from triage.store.manifest import ManifestError
 from triage.store.node_health import HealthEntry, quarantined_nodes
+from triage.store.writer import StoreError
 from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.identity import JobLock, new_run_id
@@ -39,6 +41,7 @@ from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
 from triage.verdict import Verdict
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: A rank that exited while others still run is a failure once this much time has passed
 #: without the launcher ending the job itself (ranks of a completed job exit together).
@@ -112,6 +115,7 @@ class JobReport:
     excluded_nodes: list[str] = field(default_factory=list)
     #: node -> why the ledger held it out of this run from its start
     quarantined_at_start: dict[str, str] = field(default_factory=dict)
+    store_errors: list[str] = field(default_factory=list)  # records the store did not take
     analysis: dict[str, Any] | None = None
 
     def recoveries(self) -> list[dict[str, Any]]:
@@ -145,6 +149,7 @@ class JobReport:
                 "status": self.status, "reason": self.reason,
                 "excluded_nodes": self.excluded_nodes,
                 "quarantined_at_start": self.quarantined_at_start,
+                "store_errors": self.store_errors,
                 "attempts": [{**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s}
                              for a in self.attempts],
                 "recoveries": self.recoveries(), "analysis": self.analysis}
@@ -222,9 +227,14 @@ class Supervisor:
             return self._run()
 
     def _run(self) -> JobReport:
-        plan = self._placement()
-        record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
-        record_run(self.data_dir, record, status="running")
+        try:
+            plan = self._placement()
+            record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
+            record_run(self.data_dir, record, status="running")
+        except (StoreError, ManifestError) as exc:  # nothing has started: refuse, clearly
+            raise ConfigError(f"the store in {self.data_dir} cannot record this run: {exc}. "
+                              "Fix or move aside the file named, or use another --data-dir"
+                              ) from None
         stops = self._stops = _StopSignals().__enter__()
         agents = Agents(self.agent_nodes, self.data_dir, gpu=self.cfg.agent_gpu,
                         sim_gpus=self.cfg.sim_gpus, interval_s=self.cfg.agent_interval)
@@ -237,11 +247,13 @@ class Supervisor:
         finally:
             agents.stop()
             stops.__exit__()
-            ingest_pending(self.data_dir)
-            final = analyze(self.data_dir, self.job_id, self.run_id, self._analyzer_config())
+            self._safely("ingesting the last spools", ingest_pending, self.data_dir)
+            final = self._safely("the final analysis", analyze, self.data_dir, self.job_id,
+                                 self.run_id, self._analyzer_config())
             self.report.analysis = None if final is None else final.to_dict()
-            record_run(self.data_dir, record, status=self.report.status,
-                       reason=self.report.reason, end_time=time.time())
+            self._safely("recording the run's end", record_run, self.data_dir, record,
+                         status=self.report.status, reason=self.report.reason,
+                         end_time=time.time())
         return self.report
 
     def _placement(self) -> Plan:
@@ -300,10 +312,11 @@ class Supervisor:
     def _act(self, report: AttemptReport, decision: Decision, verdict: Verdict | None) -> None:
         report.action = None if decision.action is None else decision.action.value
         report.reason = decision.reason
-        record_attempt(self.data_dir, self.job_id, self.run_id, report.attempt,
-                       status=_STORE_STATUS[report.outcome or "failed"],
-                       exit_code=report.exit_code, reason=decision.reason,
-                       verdict=verdict, action=report.action)
+        self._safely(f"recording attempt {report.attempt}'s outcome", record_attempt,
+                     self.data_dir, self.job_id, self.run_id, report.attempt,
+                     status=_STORE_STATUS[report.outcome or "failed"],
+                     exit_code=report.exit_code, reason=decision.reason, verdict=verdict,
+                     action=report.action)
         if report.verdict is not None:
             where = culprit_text(report.verdict["culprit"])
             self._incidents.append(f"attempt {report.attempt}: {report.verdict['category']}"
@@ -315,6 +328,18 @@ class Supervisor:
                 self._incidents.append(f"attempt {report.attempt}: quarantined {entry.where}")
                 self._show(report.attempt, f"quarantined {entry.where} for later jobs "
                                            f"({entry.source}); `triage nodes` lists it")
+
+    def _safely(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """`fn(...)`, or None where it raised: a store that cannot be read or written costs
+        that record (logged, and listed in the report's `store_errors`), never the job."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - only the detectors may end a job
+            error = f"{what}: {type(exc).__name__}: {exc}"[:500]
+            if error not in self.report.store_errors:  # once per kind, not every retry
+                log.exception("%s failed; the job goes on without it", what)
+                self.report.store_errors.append(error)
+            return None
 
     def _quarantine(self, verdict: Verdict, attempt: int) -> HealthEntry | None:
         """The ledger entry the verdict calls for, written; a store that cannot take it costs
@@ -357,9 +382,10 @@ class Supervisor:
         except BaseException:
             report.killed_pids = procs.stop(self.cfg.grace)
             report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
-            record_attempt(self.data_dir, self.job_id, self.run_id, attempt, status="failed",
-                           exit_code=launcher.returncode, reason="interrupted", verdict=None,
-                           action=None)
+            self._safely(f"recording attempt {attempt}'s outcome", record_attempt,
+                         self.data_dir, self.job_id, self.run_id, attempt, status="failed",
+                         exit_code=launcher.returncode, reason="interrupted", verdict=None,
+                         action=None)
             raise
         report.detected_at = time.time()
         # Processes left once the command ended on its own outlived it (a daemon child, a
@@ -376,14 +402,16 @@ class Supervisor:
         report.outcome, report.detection = outcome, detection
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
-        progress = read_attempt_progress(self.data_dir, self.job_id, self.run_id, attempt)
+        progress = self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
+                                self.data_dir, self.job_id, self.run_id, attempt) or progress
         report.last_step, report.last_progress = progress.last_step, progress.last_progress
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = (None if progress.first_step is None
                                     else progress.first_step - 1)
         verdict, analysis = None, None
         if outcome != "completed":
-            analysis = analyze(self.data_dir, self.job_id, self.run_id, self._analyzer_config())
+            analysis = self._safely(f"diagnosing attempt {attempt}", analyze, self.data_dir,
+                                    self.job_id, self.run_id, self._analyzer_config())
             verdict = root_verdict(analysis, attempt)
             if (verdict is not None and verdict.category is Category.PREEMPTION
                     and outcome != "preempted"):
@@ -489,13 +517,15 @@ class Supervisor:
     def _drain(self, attempt: int, agents: Agents) -> None:
         """Wait until the attempt's spool segments are in the store (ingest them where no
         agent does), so the verdict sees the ranks' last words."""
-        ingest_pending(self.data_dir, self._live_agents(agents))
+        self._safely("ingesting the attempt's spools", ingest_pending, self.data_dir,
+                     self._live_agents(agents))
         if not self.agent_nodes:
             return
         deadline = time.monotonic() + _DRAIN_S
         while time.monotonic() < deadline and self._pending_segments(attempt):
             time.sleep(0.25)
-            ingest_pending(self.data_dir, self._live_agents(agents))
+            self._safely("ingesting the attempt's spools", ingest_pending, self.data_dir,
+                         self._live_agents(agents))
         time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
 
     def _live_agents(self, agents: Agents) -> set[str]:
@@ -511,7 +541,8 @@ class Supervisor:
         return count
 
     def _job_nodes(self) -> list[str]:
-        analysis = analyze(self.data_dir, self.job_id, self.run_id)
+        analysis = self._safely("finding the job's nodes", analyze, self.data_dir, self.job_id,
+                                self.run_id)
         if analysis is None:
             return []
         return sorted({n for a in analysis.attempts for n in a.nodes})
