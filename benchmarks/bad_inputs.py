@@ -118,6 +118,12 @@ def _random_store_file(data_dir: Path) -> None:
     _store_file(data_dir).write_bytes(os.urandom(2048))
 
 
+def _garbage_footer(data_dir: Path) -> None:
+    path = _store_file(data_dir)  # magic and footer length plausible: only a real read tells
+    size = path.stat().st_size
+    path.write_bytes(b"PAR1" + os.urandom(size - 12) + (64).to_bytes(4, "little") + b"PAR1")
+
+
 def _newer_table(data_dir: Path) -> None:
     raw = json.loads(_manifest(data_dir).read_text())
     raw["segments"].append(dict(raw["segments"][0], table="from_a_newer_triage",
@@ -142,6 +148,7 @@ CASES: dict[str, Callable[[Path], None]] = {
     "manifest missing, segments present (other partition)": _missing_manifest,
     "store segment truncated (other partition)": _truncated_store_file,
     "store segment of random bytes (other partition)": _random_store_file,
+    "store segment with a garbage footer (other partition)": _garbage_footer,
     "table of a newer version (other partition)": _newer_table,
 }
 #: Damage that leaves nothing to report: a file that is no spool entry harms no reader, and

@@ -394,3 +394,62 @@ def test_a_supervised_job_beside_damaged_data_runs_to_completion(tmp_path):
     assert any(p.name == "00000000.arrow" for p in quarantined)
     assert any(p.name.startswith("bad-") for p in quarantined)
     assert stored_steps(data, "older") == 4
+
+
+def test_a_full_disk_loses_no_spooled_row_and_a_read_only_one_still_reads(tmp_path):
+    """A real full filesystem (an 8 MB tmpfs) and a real read-only remount, in a private
+    mount namespace: the ingest fails and keeps every spool segment, `triage jobs` says why
+    and lists what is stored; with space again every row is stored; read-only, the store is
+    read and the failed ingest is a warning."""
+    import json
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
+    script = Path(__file__).parent / "workloads" / "full_and_readonly_disk.py"
+    out = subprocess.run(["unshare", "-m", "sh", "-c",
+                          f'mount -t tmpfs -o size=8m tmpfs "{mnt}" && '
+                          f'"{sys.executable}" "{script}" "{mnt}"'],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout)
+    assert r["kept_while_full"] and r["spooled"] > 0
+    assert r["full_rc"] == 0 and "No space left on device" in r["full_stderr"]
+    assert "Traceback" not in r["full_stderr"]
+    assert r["stored_after_space"] == r["expected_steps"]
+    assert r["ro_jobs_rc"] == 0 and [j["job_id"] for j in r["ro_jobs"]] == ["job"]
+    assert "could not ingest" in r["ro_jobs_stderr"] and "Read-only file system" in r["ro_jobs_stderr"]
+    assert r["ro_analyze_rc"] in (0, 1) and "Traceback" not in r["ro_analyze_stderr"]
+
+
+def test_a_segment_damaged_past_the_cheap_checks_is_found_and_skipped(tmp_path):
+    """Magic and footer length right, footer garbage: only DuckDB can tell; the reader finds
+    the file, names it, and reads the rest."""
+    two_nodes(tmp_path)
+    (victim,) = (tmp_path / "store" / "node1" / "steps").glob("*.parquet")
+    size = victim.stat().st_size
+    victim.write_bytes(b"PAR1" + os.urandom(size - 12) + (64).to_bytes(4, "little") + b"PAR1")
+    jobs, warnings = jobs_listed(tmp_path)
+    assert jobs == {"good", "other"} and f"{victim} skipped" in warnings
+    assert stored_steps(tmp_path) == 4
+
+
+def test_an_error_about_the_data_is_one_line_and_exit_2_a_bug_is_a_traceback(
+        tmp_path, monkeypatch, capsys):
+    import duckdb
+
+    from triage.cli import main
+    from triage.commands import jobs
+    two_nodes(tmp_path)
+
+    def damaged(*a, **kw):
+        raise duckdb.IOException("Could not read enough bytes from file x.parquet")
+
+    monkeypatch.setattr(jobs, "open_snapshot", damaged)
+    assert main(["jobs", "--data-dir", str(tmp_path), "--no-ingest"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "IOException: Could not read enough bytes" in err[0]
+    monkeypatch.setattr(jobs, "open_snapshot", lambda *a, **kw: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["jobs", "--data-dir", str(tmp_path), "--no-ingest"])

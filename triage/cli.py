@@ -53,6 +53,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _is_bad_input(exc: BaseException) -> bool:
+    """Whether `exc` is about the data or the disk, not Triage's code: the store's errors,
+    file-system errors, and DuckDB's (a segment damaged past what the readers check for).
+    DuckDB is recognised by module name, so the agent, which never loads it, does not here."""
+    from triage.store.manifest import ManifestError
+    from triage.store.writer import PartitionBusy, StoreError
+    return (isinstance(exc, (StoreError, PartitionBusy, ManifestError, OSError))
+            or type(exc).__module__.split(".")[0].lstrip("_") == "duckdb")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -65,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except ConfigError as exc:
         print(f"triage {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        if not _is_bad_input(exc):
+            raise  # a bug: its traceback is what a report needs
+        print(f"triage {args.command}: error: {type(exc).__name__}: {exc}. The data is damaged "
+              "or out of reach (see `triage bench bad-inputs` for what is contained where); "
+              "check the file named", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"triage {args.command}: interrupted", file=sys.stderr)

@@ -197,16 +197,19 @@ T = TypeVar("T")
 
 def _unreadable(path: Path) -> str | None:
     """Why a segment file cannot be a whole Parquet file (missing, too short, no footer
-    magic), or None: a check of a few bytes, so one damaged file costs a warning, not every
+    magic, a footer longer than the file), or None: a check of a few bytes, so one damaged file costs a warning, not every
     query of its table."""
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size < 12:
                 return f"{size} bytes, too short for Parquet"
-            fh.seek(-4, os.SEEK_END)
-            if fh.read(4) != b"PAR1":
+            fh.seek(-8, os.SEEK_END)
+            tail = fh.read(8)
+            if tail[4:] != b"PAR1":
                 return "no Parquet footer (truncated or overwritten)"
+            if int.from_bytes(tail[:4], "little") + 12 > size:
+                return "its Parquet footer claims more bytes than the file has"
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     return None
@@ -254,21 +257,33 @@ class Snapshot:
                 files[seg.table].append(str(path))
         self.row_files = files
         for table, paths in files.items():
-            spec = TABLES.get(table)
             empty = f"_empty_{table}"
-            self.con.register(empty, (spec.schema if spec else pa.schema([])).empty_table())
-            # The empty typed side gives every current column even where no segment has it yet.
-            body = f"SELECT * FROM {empty}" if spec else ""
-            if paths:
-                scan = f"SELECT * FROM {parquet_source(paths)}"
-                body = f"{body} UNION ALL BY NAME {scan}" if body else scan
-            if body:
-                self.con.execute(f'CREATE VIEW "{table}" AS {body}')
+            self.con.register(empty, TABLES[table].schema.empty_table())
+            try:
+                self._create_view(table, empty, paths)
+            except duckdb.Error:  # a file damaged past `_unreadable`'s look: find and drop it
+                paths[:] = [p for p in paths if self._readable(p)]
+                self._create_view(table, empty, paths)
         self.con.execute(_ATTEMPTS_SQL.format(detail=_VALID_DETAIL, now=repr(float(self.now)),
                                               timeout=repr(float(config.heartbeat_timeout_s))))
         self.con.execute(_RUNS_SQL)
         self.con.execute(_JOBS_SQL)
         self.con.execute(_CHECKPOINTS_SQL)
+
+    def _create_view(self, table: str, empty: str, paths: list[str]) -> None:
+        # The empty typed side gives every current column even where no segment has it yet.
+        body = f"SELECT * FROM {empty}"
+        if paths:
+            body += f" UNION ALL BY NAME SELECT * FROM {parquet_source(paths)}"
+        self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS {body}')
+
+    def _readable(self, path: str) -> bool:
+        try:
+            self.con.execute(f"SELECT count(*) FROM {parquet_source([path])}").fetchone()
+        except duckdb.Error as exc:
+            self.problems.append(f"{path} skipped: {str(exc).splitlines()[0][:200]}")
+            return False
+        return True
 
     # -- queries ----------------------------------------------------------------------------
 
