@@ -94,7 +94,7 @@ def record_health(data_dir: str | os.PathLike[str], entries: Sequence[HealthEntr
 
 
 def _read(data_dir: str | os.PathLike[str], table: str, columns: Sequence[str],
-                          since: float | None = None) -> list[dict[str, Any]]:
+          since: float | None = None) -> list[dict[str, Any]]:
     """Rows of one table of the supervisor partition (time >= `since` where given), with
     `columns` (None where an older segment lacks one)."""
     part = partition_dir(data_dir, SUPERVISOR_PARTITION)
