@@ -102,7 +102,7 @@ def ledger_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
                 ev = [Evidence(f"node health ledger: {q.where} quarantined: {q.reason}",
                                "node_health", q.time)]
                 found += [f for f in inherited_findings(
-                    job, node, gpu, _category(q.category), q.time,
+                    job, node, gpu, Category.parse(q.category), q.time,
                     f"was quarantined ({q.reason})", ev, cfg, who, applies_from=-math.inf)
                     if f.attempt == attempt]
     return found
@@ -111,9 +111,3 @@ def ledger_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
 def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
 
-
-def _category(value: object) -> Category:
-    try:
-        return Category(str(value))
-    except ValueError:
-        return Category.UNKNOWN

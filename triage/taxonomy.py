@@ -73,6 +73,15 @@ class Category(str, Enum):
     SILENT_DATA_CORRUPTION = "silent_data_corruption"
     UNKNOWN = "unknown"
 
+    @classmethod
+    def parse(cls, value: object) -> "Category":
+        """A stored category name as a member; `unknown` for a name this version lacks (a
+        newer Triage's, or a damaged row)."""
+        try:
+            return cls(str(value))
+        except ValueError:
+            return cls.UNKNOWN
+
     @property
     def spec(self) -> "CategorySpec":
         return TAXONOMY[self]

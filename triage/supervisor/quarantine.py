@@ -124,7 +124,7 @@ def offences(node: str, *, now: float, ledger: Sequence[HealthEntry],
     since = max(now - config.window_s, cleared.time if cleared and cleared.state == CLEARED
                 else float("-inf"))
     return _per_attempt([i for i in implications if i.node == node and since <= i.time <= now
-                         and implicates(category_of(i.category))])
+                         and implicates(Category.parse(i.category))])
 
 
 def quarantine_for_verdict(data_dir: str | os.PathLike[str], verdict: Verdict, *, job_id: str,
@@ -161,14 +161,6 @@ def _xid(verdict: Verdict) -> int | None:
 
 def _evidence(verdict: Verdict) -> list[dict[str, object]]:
     return verdict.to_dict()["evidence"][:_EVIDENCE_KEPT]
-
-
-def category_of(value: str) -> Category:
-    """A stored category name as the taxonomy's member (`unknown` for a name it lacks)."""
-    try:
-        return Category(value)
-    except ValueError:
-        return Category.UNKNOWN
 
 
 def _clock(t: float) -> str:

@@ -217,7 +217,6 @@ class Supervisor:
         self.agent_nodes = cfg.agent_nodes(self.nodes)
         self.report = JobReport(self.job_id, self.run_id, str(self.data_dir), self.command)
         self._incidents: list[str] = []
-        self._probe_error: str | None = None
 
     # -- the job ----------------------------------------------------------------------------
     def run(self) -> JobReport:
@@ -472,21 +471,12 @@ class Supervisor:
 
     def _probe(self, attempt: int, agents: Agents) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
-        time (a damaged file, a full disk): then no hang is declared on stale progress, and the
-        error is logged once, not every probe."""
-        try:
-            ingest_pending(self.data_dir, self._live_agents(agents))
-            progress = read_attempt_progress(self.data_dir, self.job_id, self.run_id, attempt)
-        except Exception as exc:  # noqa: BLE001 - a store error must not end a healthy job
-            if str(exc) != self._probe_error:
-                log.exception("attempt %d: reading progress from the store failed; retrying "
-                              "every %.0f s (hang detection waits meanwhile)", attempt, _PROBE_S)
-                self._probe_error = str(exc)
-            return None
-        if self._probe_error is not None:
-            log.warning("attempt %d: the store reads again", attempt)
-            self._probe_error = None
-        return progress
+        time (a damaged file, a full disk): then no hang is declared on stale progress. A
+        failed ingest does not stop the read of what is stored."""
+        self._safely("ingesting the spools while watching", ingest_pending, self.data_dir,
+                     self._live_agents(agents))
+        return self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
+                            self.data_dir, self.job_id, self.run_id, attempt)
 
     def _score(self, attempt: int, analysis: JobAnalysis | None = None) -> None:
         """Record the job's goodput and straggler scores for the node agents to export: one
