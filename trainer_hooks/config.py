@@ -51,6 +51,11 @@ class MonitorConfig:
         "help": "time every torch.distributed collective"})
     capture_uncaught: bool = field(default=True, metadata={
         "help": "record uncaught exceptions and exits through sys.excepthook and atexit"})
+    mode: str = field(default="explicit", metadata={
+        "help": "how the monitor came to this rank: `explicit` (the script's own "
+                "TrainingMonitor, which reports steps) or `auto` (triage run's zero-code "
+                "instrumentation, which reports steps only where the loop steps a torch "
+                "optimizer)", "cli": False})
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -64,5 +69,7 @@ class MonitorConfig:
             raise ConfigError(f"buffer_capacity {self.buffer_capacity} is too small (min 100)")
         if self.canary_every < 0:
             raise ConfigError("canary_every must be >= 0")
+        if self.mode not in ("explicit", "auto"):
+            raise ConfigError(f"mode must be explicit or auto, got {self.mode!r}")
         if self.rank < 0 or self.world_size < 1:
             raise ConfigError(f"bad rank/world size {self.rank}/{self.world_size}")

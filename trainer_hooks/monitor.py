@@ -197,17 +197,15 @@ class TrainingMonitor:
         from triage.trainer_hooks.spool_writer import SpoolWriter
 
         cfg = self.config
+        if cfg.mode == "explicit" and "triage.trainer_hooks.auto" in sys.modules:
+            sys.modules["triage.trainer_hooks.auto"].retire()
         if not self._cuda:
             self._peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self._writer = SpoolWriter(self.spool_dir, self.identity, self.buffer,
                                    min(cfg.flush_interval_s, cfg.heartbeat_interval_s), self._tick)
-        uuid = None
-        if _is_cuda(self.device):
-            uuid = "GPU-" + str(torch.cuda.get_device_properties(self.device).uuid)
-        self.buffer.put("ranks", (self.pid, cfg.local_rank, cfg.world_size, socket.gethostname(),
-                                  str(self.device), uuid, time.time()))
+        self._put_rank_row()
         self.event("process_start", f"rank {cfg.rank} of {cfg.world_size} on {cfg.node}",
-                   pid=self.pid, device=str(self.device))
+                   pid=self.pid, device=str(self.device), hooks=cfg.mode)
         if cfg.collectives:
             self._collectives.install()
         if cfg.capture_uncaught:
@@ -222,6 +220,38 @@ class TrainingMonitor:
         self._writer.flush()
         self._writer.start()
         return self
+
+    def _put_rank_row(self) -> None:
+        cfg = self.config
+        uuid = None
+        if self._cuda:
+            uuid = "GPU-" + str(torch.cuda.get_device_properties(self.device).uuid)
+        self.buffer.put("ranks", (self.pid, cfg.local_rank, cfg.world_size, socket.gethostname(),
+                                  str(self.device), uuid, time.time()))
+
+    def set_device(self, device: torch.device | str) -> None:
+        """The device the rank turned out to train on (the automatic monitor learns it at the
+        first optimizer step): a new `ranks` row, which the store takes over the first, so a
+        GPU verdict names this rank's GPU."""
+        device = torch.device(device)
+        if device == self.device:
+            return
+        self.device, self._cuda = device, _is_cuda(device)
+        self._put_rank_row()
+
+    def retire(self) -> None:
+        """Stop reporting without an exit event: another monitor in this process takes over
+        (an explicit `TrainingMonitor` after the automatic one)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._collectives.uninstall()
+        if self._prev_excepthook is not None:
+            sys.excepthook = self._prev_excepthook
+        if self._prev_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._prev_sigterm)
+        if self._writer is not None:
+            self._writer.close()
 
     def __enter__(self) -> "TrainingMonitor":
         return self.start() if self._writer is None else self

@@ -33,6 +33,8 @@ ENV_NODE = "TRIAGE_NODE"
 ENV_EXCLUDE_NODES = "TRIAGE_EXCLUDE_NODES"
 ENV_RESUME_BEFORE_STEP = "TRIAGE_RESUME_BEFORE_STEP"
 ENV_SKIP_STEPS = "TRIAGE_SKIP_STEPS"
+#: "1" where `triage run` instruments torchrun ranks without code in the script.
+ENV_AUTO_HOOKS = "TRIAGE_AUTO_HOOKS"
 DEFAULT_DATA_DIR = "./triage-data"
 
 

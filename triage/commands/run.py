@@ -16,6 +16,11 @@ verdict that blames a node's hardware (a GPU off the bus, HBM ECC, NVLink, a los
 data corruption), or a node that is the culprit of a second incident within
 --repeat-window-days, quarantines it for every later job until `triage nodes clear NODE`.
 
+A script without any Triage code is observed as it is: under torchrun its ranks are
+instrumented at start-up (steps from `optimizer.step()`, collectives, exceptions, exits;
+--no-auto-hooks turns it off), and a job that reports no steps is never stopped as hung for the
+lack of them.
+
 Exit status: 0 the job completed; 1 it failed or the supervisor gave up; 2 bad usage;
 130 interrupted (Ctrl-C or SIGTERM: the job and its agents are stopped first).
 """
@@ -86,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(SupervisorConfig, args)
     supervisor = Supervisor(cfg, command, on_update=None if args.json else print_state,
                             quarantine=config_from_args(QuarantineConfig, args))
+    print(f"triage run: job {supervisor.job_id}; {supervisor.signals()}", file=sys.stderr,
+          flush=True)
     report = supervisor.run()
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=str))

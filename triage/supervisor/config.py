@@ -27,8 +27,14 @@ class SupervisorConfig:
     grace: float = field(default=10.0, metadata={
         "help": "seconds the job gets to exit after SIGTERM before SIGKILL", "metavar": "S"})
     startup_timeout: float = field(default=300.0, metadata={
-        "help": "seconds an attempt may take to its first stored step before it counts as hung",
-        "metavar": "S"})
+        "help": "seconds an attempt may take to its first stored step before it counts as hung; "
+                "applies only where steps are known to come (the script's own TrainingMonitor, "
+                "or an earlier attempt of the run that stepped): a job that reports no steps is "
+                "never stopped for the lack of them", "metavar": "S"})
+    auto_hooks: bool = field(default=True, metadata={
+        "help": "instrument torchrun ranks without changing the script (a sitecustomize on "
+                "their PYTHONPATH): steps from the optimizer, collectives, exceptions, exits; "
+                "--no-auto-hooks leaves the ranks as they are"})
     score_interval: float = field(default=60.0, metadata={
         "help": "seconds between analyses of the running job whose goodput ratio and straggler "
                 "scores the node agents export (slow signals: their alerts wait 15 min and 1 h)",

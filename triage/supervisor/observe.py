@@ -46,6 +46,9 @@ class Progress:
     step_p50_s: float | None = None
     tokens_per_s: float | None = None
     failed_step: int | None = None  # the first step with a non-finite loss, if any
+    #: ranks of the attempt that report through Triage's hooks, by how: "explicit" (the
+    #: script's own TrainingMonitor, which reports every step) or "auto" (zero-code)
+    hooks: tuple[str, ...] = ()
 
 
 _PROGRESS_SQL = """
@@ -54,11 +57,16 @@ WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false)
            WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt),
      e AS (SELECT min(step) AS step FROM events
            WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
-             AND kind = 'nonfinite')
+             AND kind = 'nonfinite'),
+     h AS (SELECT DISTINCT coalesce(json_extract_string(detail, '$.hooks'), 'explicit') AS how
+           FROM events
+           WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+             AND kind = 'process_start')
 SELECT min(step), max(step) FILTER (WHERE NOT bad), max(end_time), min(end_time),
        median(end_time - start_time) FILTER (WHERE NOT bad),
        sum(tokens) FILTER (WHERE end_time > $now - $win),
-       least(min(step) FILTER (WHERE bad), (SELECT step FROM e))
+       least(min(step) FILTER (WHERE bad), (SELECT step FROM e)),
+       (SELECT list(how ORDER BY how) FROM h)
 FROM s
 """
 
@@ -78,12 +86,12 @@ def read_attempt_progress(data_dir: Path, job_id: str, run_id: str, attempt: int
     with open_snapshot(data_dir, now=now) as snap:
         row = snap.con.execute(_PROGRESS_SQL, {"job": job_id, "run": run_id, "attempt": attempt,
                                                "now": now, "win": _RATE_WINDOW_S}).fetchone()
-    first_step, last_step, last_end, first_end, p50, recent_tokens, bad = row
+    first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step), last_end, first_end, p50,
         None if recent_tokens is None else float(recent_tokens) / _RATE_WINDOW_S,
-        None if bad is None else int(bad))
+        None if bad is None else int(bad), tuple(hooks or ()))
 
 
 def analyze(data_dir: Path, job_id: str, run_id: str,

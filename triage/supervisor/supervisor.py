@@ -14,13 +14,15 @@ import os
 import shlex
 import signal
 import time
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
+from triage import trainer_hooks
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
-from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
+from triage.config import (ENV_ATTEMPT, ENV_AUTO_HOOKS, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
                            ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, ConfigError,
                            data_dir_from_env)
 from triage.store.layout import spool_node_dir, spool_nodes
@@ -38,6 +40,9 @@ from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
 from triage.taxonomy import Category
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
+
+#: The folder whose sitecustomize instruments torchrun ranks (`triage.trainer_hooks.auto`).
+AUTOLOAD_DIR = Path(trainer_hooks.__file__).resolve().parent / "autoload"
 from triage.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -217,6 +222,8 @@ class Supervisor:
         self.agent_nodes = cfg.agent_nodes(self.nodes)
         self.report = JobReport(self.job_id, self.run_id, str(self.data_dir), self.command)
         self._incidents: list[str] = []
+        self._stepped = False  # an attempt of this run has stored a step
+        self._announced: set[tuple[str, ...]] = set()
 
     # -- the job ----------------------------------------------------------------------------
     def run(self) -> JobReport:
@@ -355,6 +362,12 @@ class Supervisor:
     # -- one attempt ------------------------------------------------------------------------
     def _env(self, attempt: int, plan: Plan) -> dict[str, str]:
         env = dict(os.environ)
+        if self.cfg.auto_hooks:
+            env[ENV_AUTO_HOOKS] = "1"
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(AUTOLOAD_DIR), env.get("PYTHONPATH", "")) if p)
+        else:
+            env.pop(ENV_AUTO_HOOKS, None)
         env.update({ENV_JOB_ID: self.job_id, ENV_RUN_ID: self.run_id, ENV_ATTEMPT: str(attempt),
                     ENV_DATA_DIR: str(self.data_dir)})
         for key, value in ((ENV_EXCLUDE_NODES, ",".join(plan.excluded_nodes)),
@@ -460,14 +473,41 @@ class Supervisor:
                 probed = self._probe(attempt, agents)
                 if probed is not None:
                     progress = probed
+                    self._stepped |= progress.last_step is not None
+                    self._announce(attempt, progress)
                     self._show(attempt, "running", progress)
-                    if now - (progress.last_progress or started) > self._hang_limit(progress):
+                    limit = self._hang_limit(progress)
+                    if (limit is not None
+                            and now - (progress.last_progress or started) > limit):
                         return "hung", "hang", progress
                 next_probe = now + _PROBE_S
             if now >= next_score:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
             time.sleep(_POLL_S)
+
+    def signals(self) -> str:
+        """What this run can see of the job before any rank has reported, for `triage run`'s
+        first line."""
+        if self.cfg.auto_hooks:
+            return ("signals: Triage hooks where the script has them, else auto-instrumentation "
+                    "of torchrun ranks (optimizer steps, collectives, exceptions, exits); "
+                    "process exits always")
+        return ("signals: Triage hooks where the script has them (auto-instrumentation off); "
+                "process exits always")
+
+    def _announce(self, attempt: int, progress: Progress) -> None:
+        """Say once which signals the ranks turned out to give: the hang rules that apply
+        follow from it."""
+        if progress.hooks in self._announced or not progress.hooks:
+            return
+        self._announced.add(progress.hooks)
+        how = {"explicit": "the script's own TrainingMonitor (steps expected: a missing first "
+                           f"step counts as hung after --startup-timeout {self.cfg.startup_timeout:.0f} s)",
+               "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; no "
+                       "hang is declared before the first step)"}
+        self._show(attempt, "ranks report through " + " and ".join(
+            how.get(h, h) for h in progress.hooks), progress)
 
     def _probe(self, attempt: int, agents: Agents) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
@@ -490,9 +530,15 @@ class Supervisor:
             log.exception("scoring job %s failed; its goodput and straggler scores are not "
                           "updated this round", self.job_id)
 
-    def _hang_limit(self, progress: Progress) -> float:
+    def _hang_limit(self, progress: Progress) -> float | None:
+        """Seconds without a step that make a hang; None where the step rule does not apply:
+        before the first step of a job that is not known to report steps (no TrainingMonitor
+        of its own, no earlier attempt of this run that stepped), which must never be stopped
+        for the lack of a signal it does not give."""
         if progress.last_step is None:
-            return self.cfg.startup_timeout
+            if "explicit" in progress.hooks or self._stepped:
+                return self.cfg.startup_timeout
+            return None
         if self.cfg.hang_timeout is not None:
             return self.cfg.hang_timeout
         a = AnalyzerConfig()

@@ -1,0 +1,74 @@
+"""A plain DDP training script, as a user writes one: no Triage code in it.
+
+    torchrun --nproc-per-node 2 ddp_train.py --steps 20 --checkpoint ckpt.pt
+
+It resumes from its own checkpoint file. Faults for the tests come from WORKLOAD_FAULT
+(`kill`, `raise`, `hang`) at WORKLOAD_FAULT_RANK / WORKLOAD_FAULT_STEP, once: the first run
+that injects it leaves WORKLOAD_FAULT_ONCE (a file) behind, so the restart runs clean.
+"""
+
+import argparse
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def fault(step: int, rank: int) -> None:
+    kind = os.environ.get("WORKLOAD_FAULT")
+    marker = os.environ.get("WORKLOAD_FAULT_ONCE", "")
+    if not kind or rank != int(os.environ.get("WORKLOAD_FAULT_RANK", "0")):
+        return
+    if step != int(os.environ.get("WORKLOAD_FAULT_STEP", "0")) or os.path.exists(marker):
+        return
+    if marker:
+        open(marker, "w").close()
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "raise":
+        raise ValueError(f"bad batch shape at step {step}")
+    if kind == "hang":
+        time.sleep(3600)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--checkpoint", default="ckpt.pt")
+    p.add_argument("--step-sleep", type=float, default=0.05)
+    args = p.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    ddp = DDP(model)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+    start = 0
+    if os.path.exists(args.checkpoint):
+        state = torch.load(args.checkpoint)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start = state["step"]
+        print(f"resumed from step {start}", flush=True)
+    for step in range(start, args.steps):
+        fault(step, rank)
+        x = torch.randn(16, 32)
+        loss = torch.nn.functional.mse_loss(ddp(x), x.sum(1, keepdim=True))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if rank == 0:
+            tmp = args.checkpoint + ".tmp"
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "step": step + 1}, tmp)
+            os.replace(tmp, args.checkpoint)
+            print(f"step {step} loss {loss.item():.4f}", flush=True)
+        time.sleep(args.step_sleep)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
