@@ -246,9 +246,12 @@ class TrainingMonitor:
             return
         self._closed = True
         self._collectives.uninstall()
-        if self._prev_excepthook is not None:
+        # Only where ours are still installed: the script may have put its own on top since.
+        if self._prev_excepthook is not None and sys.excepthook == self._excepthook:
             sys.excepthook = self._prev_excepthook
-        if self._prev_sigterm is not None:
+        if (self._prev_sigterm is not None
+                and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == self._on_sigterm):
             signal.signal(signal.SIGTERM, self._prev_sigterm)
         if self._writer is not None:
             self._writer.close()
