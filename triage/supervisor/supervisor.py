@@ -506,8 +506,10 @@ class Supervisor:
                            f"step counts as hung after --startup-timeout {self.cfg.startup_timeout:.0f} s)",
                "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; no "
                        "hang is declared before the first step)"}
+        # an explicit monitor retires the automatic one in its rank: name only the one reporting
+        shown = ("explicit",) if "explicit" in progress.hooks else progress.hooks
         self._show(attempt, "ranks report through " + " and ".join(
-            how.get(h, h) for h in progress.hooks), progress)
+            how.get(h, h) for h in shown), progress)
 
     def _probe(self, attempt: int, agents: Agents) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
