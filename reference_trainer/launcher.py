@@ -115,7 +115,10 @@ class _Nodes:
                       for rank, index in nodes]
         # After one node fails, the others fail on their own once their collectives time out;
         # past that (plus torchrun's shutdown) a node still running is stuck, e.g. in rendezvous.
+        # A torchrun stuck inside a C++ call never runs its SIGTERM handler: it gets SIGKILL
+        # once its own shutdown had time to finish.
         self.straggle_s = cfg.collective_timeout + cfg.shutdown_timeout + 30
+        self.kill_after_s = cfg.shutdown_timeout + 15
 
     def forward(self, signum: int, frame: Any = None) -> None:
         for p in self.procs:
@@ -124,14 +127,24 @@ class _Nodes:
 
     def wait(self) -> list[int]:
         first_failure: float | None = None
+        terminated: float | None = None
         while any(p.poll() is None for p in self.procs):
+            now = time.monotonic()
             if first_failure is None and any(p.returncode not in (None, 0) for p in self.procs):
-                first_failure = time.monotonic()
-            if first_failure is not None and time.monotonic() - first_failure > self.straggle_s:
+                first_failure = now
+            if (terminated is None and first_failure is not None
+                    and now - first_failure > self.straggle_s):
                 print("triage train: a node still runs long after another failed; stopping it",
                       file=sys.stderr, flush=True)
                 self.forward(signal.SIGTERM)
-                first_failure = float("inf")
+                terminated = now
+            if terminated is not None and now - terminated > self.kill_after_s:
+                print("triage train: a node ignored SIGTERM; killing it", file=sys.stderr,
+                      flush=True)
+                for p in self.procs:
+                    if p.poll() is None:
+                        os.killpg(p.pid, signal.SIGKILL)
+                terminated = float("inf")
             time.sleep(_POLL_S)
         return [p.returncode for p in self.procs]
 

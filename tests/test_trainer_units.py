@@ -188,3 +188,22 @@ def test_every_inject_kind_is_in_help(capsys):
         main(["train", "--help"])
     out = capsys.readouterr().out
     assert all(f"  {kind} " in out for kind in INJECT_KINDS)
+
+
+def test_launcher_kills_a_node_that_ignores_sigterm_after_another_failed():
+    """A torchrun stuck in C++ never runs its SIGTERM handler: the launcher must still end."""
+    import subprocess
+    import sys
+
+    from triage.reference_trainer.launcher import _Nodes
+
+    stuck = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             "print('ready', flush=True); time.sleep(120)")
+    nodes = object.__new__(_Nodes)
+    nodes.procs = [subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"],
+                                    start_new_session=True),
+                   subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE,
+                                    start_new_session=True)]
+    nodes.procs[1].stdout.readline()  # its SIG_IGN is in place
+    nodes.straggle_s, nodes.kill_after_s = 0.3, 0.3
+    assert nodes.wait() == [1, -9]  # without the SIGKILL: [1, 0] two minutes later
