@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from triage.analyzers.captured_output import captured_output_findings
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding
 from triage.analyzers.goodput import Goodput, compute_goodput
@@ -88,11 +89,19 @@ def _all_exited(job: JobData, attempt: int) -> bool:
     return bool(ranks) and ranks <= exited
 
 
-def _status(job: JobData, attempt: int, root: Incident | None, alive: bool) -> str:
+def _recorded_status(job: JobData, attempt: int) -> str | None:
+    """The supervisor's word on how the attempt ended, where it gave one."""
     out = job.attempt_outcomes
     row = out[out["attempt"] == attempt]
     if not row.empty and isinstance(row["status"].iloc[0], str):
         return str(row["status"].iloc[0])
+    return None
+
+
+def _status(job: JobData, attempt: int, root: Incident | None, alive: bool) -> str:
+    recorded = _recorded_status(job, attempt)
+    if recorded is not None:
+        return recorded
     if root is not None:
         if root.verdict.category is Category.PREEMPTION:
             return "preempted"
@@ -150,11 +159,14 @@ _CULPRITLESS_SYMPTOMS = (Category.COLLECTIVE_TIMEOUT, Category.NETWORK_ERROR)
 
 
 def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
-    """An `unknown` finding about one rank ("ended abruptly") gives way to a categorised one:
-    one that blames the same rank in the same attempt says more; a timeout or transport error
-    that names no culprit gets that rank as its culprit (the peer that stopped answering)."""
+    """An `unknown` finding about one rank ("ended abruptly", "killed by SIGKILL") gives way to
+    a categorised cause that blames the same rank in the same attempt, which says more (a
+    symptom, such as a launcher's guess that a SIGKILL was the OOM killer, does not); a timeout
+    or transport error that names no culprit gets that rank as its culprit (the peer that
+    stopped answering)."""
     blamed = {(f.attempt, f.verdict.culprit.rank) for f in findings
-              if f.verdict.category is not Category.UNKNOWN and f.verdict.culprit.rank is not None}
+              if f.verdict.category is not Category.UNKNOWN and f.verdict.culprit.rank is not None
+              and not f.symptom}
     kept = []
     for f in findings:
         v = f.verdict
@@ -180,11 +192,14 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     findings: list[Finding] = [
         *gpu_health_findings(job, cfg), *numerical_findings(job, cfg), *sdc_findings(job, cfg),
         *hang_findings(job, cfg), *log_findings(job, cfg), *lifecycle_findings(job, cfg),
+        *captured_output_findings(job, cfg),
         *stragglers.findings, *ledger_findings(job, cfg),
     ]
     findings = _drop_vague_duplicates(findings)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
-    ended_silently = {a for a in job.attempts if not alive[a] and not _all_exited(job, a)}
+    # a job without hooks records no exits: the supervisor's "completed" is its clean end
+    ended_silently = {a for a in job.attempts if not alive[a] and not _all_exited(job, a)
+                      and _recorded_status(job, a) != "completed"}
     incidents = attribute(job, findings, cfg, ended_silently)
     roots = {i.attempt: i for i in incidents if i.root}
     attempts = [_attempt_summary(job, a, _status(job, a, roots.get(a), alive[a]))

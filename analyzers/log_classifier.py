@@ -100,6 +100,13 @@ _GPU_RES = (re.compile(r"\bcuda:(\d+)"), re.compile(r"\bGPU ?(\d+)\b(?![:.]\d)")
 _PCI_RE = re.compile(r"\b((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.\d)\b", re.IGNORECASE)
 
 
+def rank_prefix(text: str) -> int | None:
+    """The rank a line's launcher prefix names (`[rank3]:`, mpirun's `[1,3]<stderr>:`): who
+    printed it, as opposed to a rank the line talks about."""
+    m = _RANK_PREFIX_RE.search(text[:64])
+    return int(m.group(1) or m.group(2)) if m else None
+
+
 def _first_int(patterns: Iterable[re.Pattern[str]], text: str) -> int | None:
     for p in patterns:
         m = p.search(text)
@@ -109,8 +116,9 @@ def _first_int(patterns: Iterable[re.Pattern[str]], text: str) -> int | None:
 
 
 def _culprit_fields(raw: str, body: str) -> tuple[int | None, str | None, int | None, str | None]:
-    m = _RANK_PREFIX_RE.search(raw[:64])
-    rank = int(m.group(1) or m.group(2)) if m else _first_int(_RANK_RES, body)
+    rank = rank_prefix(raw)
+    if rank is None:
+        rank = _first_int(_RANK_RES, body)
     node = gpu = None
     nccl = _NCCL_RE.match(body)
     if nccl:

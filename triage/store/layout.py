@@ -10,6 +10,8 @@
 <data_dir>/store/supervisor/...                    runs, incidents, outcomes, scores, the
                                                     node health ledger: every `triage run`
 <data_dir>/locks/<job>.lock                        held by the job's one supervisor
+<data_dir>/logs/<job>/<run>/attempt-<N>.log        an attempt's captured output (`triage run`),
+                                                    rotated to attempt-<N>.log.1 past a bound
 <data_dir>/faults/<node>.jsonl                     the simulated GPUs' fault schedule
 ```
 One partition per node, written only by that node's agent (or a CLI where no agent runs), so
@@ -39,6 +41,22 @@ def partition_dir(data_dir: str | os.PathLike[str], node: str) -> Path:
     """`store/<node>`; a `ConfigError` for a node name that is no safe directory name (`..`
     would make the data dir itself a partition)."""
     return Path(data_dir) / STORE_DIR / check_name("node name", node)
+
+
+LOGS_DIR = "logs"
+
+
+def run_log_dir(data_dir: str | os.PathLike[str], job_id: str, run_id: str) -> Path:
+    """Where `triage run` keeps a run's captured output."""
+    return (Path(data_dir) / LOGS_DIR / check_name("job id", job_id)
+            / check_name("run id", run_id))
+
+
+def attempt_log_paths(data_dir: str | os.PathLike[str], job_id: str, run_id: str,
+                      attempt: int) -> list[Path]:
+    """An attempt's captured output, oldest part first (the rotated file, then the current)."""
+    current = run_log_dir(data_dir, job_id, run_id) / f"attempt-{attempt}.log"
+    return [p for p in (current.with_name(current.name + ".1"), current) if p.exists()]
 
 
 def spool_node_dir(data_dir: str | os.PathLike[str], node: str) -> Path:

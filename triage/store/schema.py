@@ -29,6 +29,12 @@ SCHEMA_VERSION = 2
 #: (e.g. a corrupt spool segment), the supervisor `supervisor`.
 EVENT_SOURCE_RANK = "rank"
 EVENT_SOURCE_STORE = "store"
+EVENT_SOURCE_SUPERVISOR = "supervisor"
+#: Events the supervisor writes from an attempt's captured output: a line the log classifier
+#: matched (`message` the line, `detail` its stream and signature) and a rank's exit as the
+#: launcher reported it (`detail`: exit code, signal, whether the launcher saw it first).
+EVENT_LOG_LINE = "log_line"
+EVENT_RANK_EXIT = "rank_exit"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ class SupervisorConfig:
         "help": "instrument torchrun ranks without changing the script (a sitecustomize on "
                 "their PYTHONPATH): steps from the optimizer, collectives, exceptions, exits; "
                 "--no-auto-hooks leaves the ranks as they are"})
+    log_max_mb: float = field(default=64.0, metadata={
+        "help": "MiB of an attempt's captured output kept under DATA_DIR/logs/<job>/<run>/ "
+                "(attempt-N.log, rotated to attempt-N.log.1 at half of it); the lines that "
+                "decide a verdict go to the store whatever the bound", "metavar": "MB"})
     score_interval: float = field(default=60.0, metadata={
         "help": "seconds between analyses of the running job whose goodput ratio and straggler "
                 "scores the node agents export (slow signals: their alerts wait 15 min and 1 h)",
@@ -65,6 +69,7 @@ class SupervisorConfig:
         for flag, value in {"--hang-timeout": self.hang_timeout,
                             "--startup-timeout": self.startup_timeout,
                             "--score-interval": self.score_interval,
+                            "--log-max-mb": self.log_max_mb,
                             "--agent-interval": self.agent_interval}.items():
             if value is not None and value <= 0:
                 raise ConfigError(f"{flag} must be > 0, got {value}")

@@ -26,6 +26,7 @@ from triage.store.layout import spool_nodes
 from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.store.shared_writer import shared_writer
 from triage.supervisor.identity import current_user
+from triage.supervisor.processes import ObservedRank
 from triage.verdict import Verdict
 
 #: Small job-score segments the supervisor's partition holds before it merges them: one is
@@ -113,6 +114,23 @@ def root_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | None:
     if analysis is None:
         return None
     return next((i.verdict for i in analysis.incidents if i.attempt == attempt and i.root), None)
+
+
+def record_output(data_dir: Path, job_id: str, run_id: str, attempt: int, *,
+                  events: list[dict[str, object]], ranks: Collection[ObservedRank],
+                  host: str) -> int:
+    """What the attempt's captured output showed (`rank_logs`), and, for ranks that recorded
+    nothing themselves (`ranks`: a job without hooks), where they ran as seen from outside:
+    with these the analyzers place and judge a job that gives no other signal. Rows written."""
+    rows = [{"job_id": job_id, "run_id": run_id, "attempt": attempt, "rank": r.rank,
+             "node": r.node or host, "gpu": None, "pid": r.pid, "local_rank": r.local_rank,
+             "world_size": r.world_size, "hostname": host, "device": None, "gpu_uuid": None,
+             "start_time": r.first_seen} for r in ranks]
+    if not rows and not events:
+        return 0
+    with shared_writer(data_dir) as writer:
+        written = writer.append_rows("ranks", rows) if rows else 0
+        return written + (writer.append_rows("events", events) if events else 0)
 
 
 def record_attempt(data_dir: Path, job_id: str, run_id: str, attempt: int, *, status: str,

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from triage.config import ENV_NODE
 from triage.supervisor.keeper import PR_SET_CHILD_SUBREAPER, prctl
 
 _PROC = "/proc"
@@ -42,6 +43,19 @@ class ProcInfo:
     state: str
     start_ticks: int  # clock ticks after boot (/proc/<pid>/stat field 22)
     uid: int
+
+
+@dataclass(frozen=True)
+class ObservedRank:
+    """A rank process as the supervisor saw it from outside: enough to place a rank whose
+    script reports nothing itself (no hooks)."""
+
+    rank: int
+    pid: int
+    local_rank: int | None
+    world_size: int | None
+    node: str | None  # TRIAGE_NODE where the launcher set one (simulated nodes)
+    first_seen: float
 
 
 @dataclass(frozen=True)
@@ -78,18 +92,31 @@ def _cmdline(pid: int) -> str | None:
         return None
 
 
-def _rank(pid: int) -> int | None:
-    """RANK from the environment, a label only: a process that hides its environment (not
-    dumpable) or has none is still one of the attempt's, just not a rank."""
+def environ_of(pid: int, keys: Collection[str]) -> dict[str, str]:
+    """Those of `keys` set in a process's environment (as it started), {} where it cannot be
+    read: a process that hides its environment (not dumpable) is still one of the attempt's."""
     try:
         with open(f"{_PROC}/{pid}/environ", "rb") as fh:
             env = fh.read()
     except OSError:
-        return None
+        return {}
+    wanted = {k.encode() + b"=" for k in keys}
+    out = {}
     for item in env.split(b"\0"):
-        if item.startswith(b"RANK="):
-            return int(item[5:]) if item[5:].isdigit() else None
-    return None
+        key, eq, value = item.partition(b"=")
+        if eq and key + b"=" in wanted:
+            out[key.decode()] = value.decode(errors="replace")
+    return out
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _rank(pid: int) -> int | None:
+    """RANK from the environment, a label only."""
+    value = environ_of(pid, ("RANK",)).get("RANK", "")
+    return int(value) if value.isdigit() else None
 
 
 def _ancestors(table: Mapping[int, ProcInfo], pid: int) -> set[int]:
@@ -132,11 +159,13 @@ def rank_pids(procs: Sequence[JobProcess]) -> dict[int, int]:
 class AttemptProcesses:
     """One attempt's command, started under a keeper, and every process that came of it.
 
-    `own_children` names the supervisor's other children (its node agents): they are not the
+    `capture_output`: the command's stdout and stderr are pipes (`launcher.stdout`/`.stderr`)
+    for the supervisor to read. `own_children` names the supervisor's other children (its node agents): they are not the
     attempt's, though they are the supervisor's children too."""
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str], *,
-                 own_children: Callable[[], Collection[int]] = frozenset) -> None:
+                 own_children: Callable[[], Collection[int]] = frozenset,
+                 capture_output: bool = False) -> None:
         # The keeper exits with its command: what is still running then (a rank its launcher
         # lost, a daemon) must come to us, not to init, or no one could find it.
         become_subreaper()
@@ -145,9 +174,12 @@ class AttemptProcesses:
         self.uid = os.getuid()
         self.launcher = subprocess.Popen(
             [sys.executable, "-m", "triage.supervisor.keeper", "--parent-pid", str(self.me),
-             "--", *command], env=dict(env), start_new_session=True)
+             "--", *command], env=dict(env), start_new_session=True,
+            stdout=subprocess.PIPE if capture_output else None,
+            stderr=subprocess.PIPE if capture_output else None)
         info = _stat(self.launcher.pid)
         self._since_ticks = info.start_ticks if info else 0
+        self.observed: dict[int, ObservedRank] = {}
 
     def poll(self) -> int | None:
         """The command's exit status once it has ended (the keeper passes it on)."""
@@ -165,8 +197,15 @@ class AttemptProcesses:
 
     def ranks(self) -> dict[int, int]:
         """rank -> pid among the attempt's processes: the tree decides who belongs, RANK only
-        says which rank a member is."""
-        return rank_pids(self.processes())
+        says which rank a member is. Each new rank process is noted in `observed`."""
+        found = rank_pids(self.processes())
+        for rank, pid in found.items():
+            if rank not in self.observed or self.observed[rank].pid != pid:
+                env = environ_of(pid, ("LOCAL_RANK", "WORLD_SIZE", ENV_NODE))
+                self.observed[rank] = ObservedRank(
+                    rank, pid, _int_or_none(env.get("LOCAL_RANK")),
+                    _int_or_none(env.get("WORLD_SIZE")), env.get(ENV_NODE) or None, time.time())
+        return found
 
     def _members(self, table: Mapping[int, ProcInfo]) -> set[int]:
         others = set(self.own_children())

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import signal
+import socket
 import time
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -25,7 +27,7 @@ from triage.analyzers.job_analysis import JobAnalysis
 from triage.config import (ENV_ATTEMPT, ENV_AUTO_HOOKS, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
                            ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, ConfigError,
                            data_dir_from_env)
-from triage.store.layout import spool_node_dir, spool_nodes
+from triage.store.layout import run_log_dir, spool_node_dir, spool_nodes
 from triage.store.manifest import ManifestError
 from triage.store.node_health import HealthEntry, quarantined_nodes
 from triage.store.writer import StoreError
@@ -33,17 +35,18 @@ from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.identity import JobLock, new_run_id
 from triage.supervisor.observe import (Progress, RunRecord, analyze, ingest_pending,
-                                       read_attempt_progress, record_attempt, record_run,
-                                       record_scores, root_verdict)
+                                       read_attempt_progress, record_attempt, record_output,
+                                       record_run, record_scores, root_verdict)
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
+from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.taxonomy import Category
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
+from triage.verdict import Verdict
 
 #: The folder whose sitecustomize instruments torchrun ranks (`triage.trainer_hooks.auto`).
 AUTOLOAD_DIR = Path(trainer_hooks.__file__).resolve().parent / "autoload"
-from triage.verdict import Verdict
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,6 +88,7 @@ class AttemptReport:
     action: str | None = None
     reason: str | None = None
     quarantine: dict[str, Any] | None = None  # the ledger entry this attempt's verdict wrote
+    log: str | None = None  # the attempt's captured output (rotated to <log>.1 past its bound)
 
     @property
     def fault_at(self) -> float | None:
@@ -386,13 +390,21 @@ class Supervisor:
             "excluded_nodes": list(plan.excluded_nodes),
             "resume_before_step": plan.resume_before_step, "skip_steps": list(plan.skip_steps)})
         self.report.attempts.append(report)
-        procs = AttemptProcesses(self.command, self._env(attempt, plan),
-                                 own_children=agents.pids)
+        env = self._env(attempt, plan)
+        logs = run_log_dir(self.data_dir, self.job_id, self.run_id)
+        scratch = logs / f".torchrun-attempt-{attempt}"
+        own_scratch = torchrun_log_env(env, scratch)
+        output = AttemptLog(logs / f"attempt-{attempt}.log",
+                            max_bytes=int(self.cfg.log_max_mb * 1024 * 1024))
+        procs = AttemptProcesses(self.command, env, own_children=agents.pids,
+                                 capture_output=True)
         launcher = procs.launcher
+        output.attach(launcher.stdout, launcher.stderr)
         try:
             outcome, detection, progress = self._watch(procs, attempt, report, agents)
         except BaseException:
             report.killed_pids = procs.stop(self.cfg.grace)
+            output.close()
             report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
             self._safely(f"recording attempt {attempt}'s outcome", record_attempt,
                          self.data_dir, self.job_id, self.run_id, attempt, status="failed",
@@ -412,10 +424,15 @@ class Supervisor:
         report.survivors = sorted(f"{p.pid} {p.cmdline[:120]}" for p in survivors)
         report.orphans = sorted({f"{p.pid} {p.cmdline[:120]}" for p in outlived + survivors})
         report.outcome, report.detection = outcome, detection
+        output.close()
+        if own_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+        report.log = str(output.path)
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
         progress = self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
                                 self.data_dir, self.job_id, self.run_id, attempt) or progress
+        self._record_output(attempt, output, procs, hooked=bool(progress.hooks))
         report.last_step, report.last_progress = progress.last_step, progress.last_progress
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = (None if progress.first_step is None
@@ -442,6 +459,17 @@ class Supervisor:
             None if c is None else c.node, None if c is None else c.rank,
             progress.last_step, progress.failed_step if progress.failed_step is not None
             else (progress.last_step or 0) + 1), report, verdict
+
+    def _record_output(self, attempt: int, output: AttemptLog, procs: AttemptProcesses, *,
+                       hooked: bool) -> None:
+        """The decisive lines of the attempt's output, and where its ranks ran where no hook
+        said so, into the store before the diagnosis reads it."""
+        host = socket.gethostname()
+        nodes = {r.rank: r.node or host for r in procs.observed.values()}
+        self._safely(f"recording attempt {attempt}'s output", record_output, self.data_dir,
+                     self.job_id, self.run_id, attempt,
+                     events=output.event_rows(self.job_id, self.run_id, attempt, nodes, host),
+                     ranks=[] if hooked else list(procs.observed.values()), host=host)
 
     def _watch(self, procs: AttemptProcesses, attempt: int, report: AttemptReport,
                agents: Agents) -> tuple[str, str, Progress]:

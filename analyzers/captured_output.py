@@ -1,0 +1,125 @@
+"""What `triage run` captured from an attempt's output (`events` of source `supervisor`).
+
+Two kinds of evidence that nothing inside a rank can record:
+- a rank the launcher saw die first, by a signal other than SIGTERM (torchrun's "Root Cause"
+  entry, `exitcode: -9`): SIGKILL or a native crash leaves no exception behind, and the other
+  ranks then fail with peer resets that name only themselves. Named as the culprit with
+  category `unknown` (a kernel OOM-kill line for its pid makes it host_oom, through the kernel
+  log analyzer; nothing else says why a process was killed);
+- the decisive lines of ranks that recorded no exception themselves (a job without hooks, a
+  launcher's own error such as a rendezvous timeout): the log classifier's verdict over them,
+  the culprit rank from the `[rank<N>]:` prefix torchrun puts on each line.
+A rank whose hooks recorded its exception is judged by that record, not by its printed copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+
+import pandas as pd
+
+from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.findings import Finding, clock, rank_culprit, where
+from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig, classify_line
+from triage.store.job_data import JobData
+from triage.store.schema import EVENT_LOG_LINE, EVENT_RANK_EXIT
+from triage.taxonomy import Category
+from triage.verdict import Culprit, Evidence, Verdict
+
+#: Signals a launcher sends to stop the others once one failed, or an operator to stop a job:
+#: they say nothing about the rank that got them.
+_STOP_SIGNALS = frozenset({signal.SIGTERM.name, signal.SIGINT.name, signal.SIGHUP.name})
+_RAW = LogClassifierConfig(threshold=0.0, max_evidence=5, max_consequences=0)
+SIGNALLED_RANK_CONFIDENCE = 0.6
+
+
+def _detail(value: object) -> dict[str, object]:
+    try:
+        d = json.loads(value) if isinstance(value, str) else {}
+    except json.JSONDecodeError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _culprit(job: JobData, attempt: int, rank: int | None, node: object) -> Culprit:
+    if rank is None:
+        return Culprit(node=str(node) if isinstance(node, str) else None)
+    c = rank_culprit(job, attempt, rank)
+    if c.node is None and isinstance(node, str):
+        c = Culprit(rank=rank, node=node)
+    return c
+
+
+def _last_sign_of_life(job: JobData, attempt: int, rank: int, fallback: float) -> float:
+    hb = job.heartbeats[(job.heartbeats["attempt"] == attempt) & (job.heartbeats["rank"] == rank)]
+    return float(hb["time"].max()) if not hb.empty else fallback
+
+
+def signalled_rank_findings(job: JobData, attempt: int, events: pd.DataFrame,
+                            raised: set[int]) -> list[Finding]:
+    findings = []
+    for _, row in events[events["kind"] == EVENT_RANK_EXIT].iterrows():
+        d = _detail(row["detail"])
+        sig = d.get("signal")
+        if (not d.get("first_observed") or not isinstance(sig, str) or sig in _STOP_SIGNALS
+                or pd.isna(row["rank"]) or int(row["rank"]) in raised):
+            continue
+        rank = int(row["rank"])
+        culprit = _culprit(job, attempt, rank, row["node"])
+        t = _last_sign_of_life(job, attempt, rank, float(row["time"]))
+        findings.append(Finding(attempt, Verdict(
+            Category.UNKNOWN, SIGNALLED_RANK_CONFIDENCE,
+            f"{where(culprit, [rank])} was killed by {sig} with no exception of its own "
+            f"(the launcher saw it fail first; a kernel OOM-kill line would make it host_oom); "
+            f"the other ranks' errors after {clock(t)} followed from it", culprit, t,
+            [Evidence(str(row["message"]), "launcher", float(row["time"]), rank)]),
+            fatal=True, ranks=(rank,)))
+    return findings
+
+
+def log_line_findings(job: JobData, attempt: int, events: pd.DataFrame,
+                      raised: set[int]) -> list[Finding]:
+    lines = events[(events["kind"] == EVENT_LOG_LINE)
+                   & ~events["rank"].isin(list(raised))].sort_values("time", kind="stable")
+    if lines.empty:
+        return []
+    v = LogClassifier("captured output", _RAW).feed_all(str(m) for m in lines["message"]).verdict()
+    if v.category is Category.UNKNOWN or not v.evidence:
+        return []
+    rows = lines.reset_index(drop=True)
+    first = rows.iloc[(v.evidence[0].line or 1) - 1]
+    t = float(first["time"])
+    rank = v.culprit.rank
+    culprit = _culprit(job, attempt, rank, first["node"])
+    if v.culprit.gpu is not None and culprit.gpu is None:
+        culprit = Culprit(rank=culprit.rank, node=culprit.node, gpu=v.culprit.gpu)
+    match = classify_line(v.evidence[0].text)
+    evidence = [Evidence(e.text, "captured_output",
+                         float(rows.iloc[(e.line or 1) - 1]["time"]), e.rank, e.line)
+                for e in v.evidence]
+    what = match.description if match else v.category.value
+    summary = (f"{where(culprit, [rank] if rank is not None else [])} printed "
+               f"`{_body(v.evidence[0].text)}` at {clock(t)}: {what}")
+    return [Finding(attempt, Verdict(v.category, v.confidence, summary, culprit, t, evidence),
+                    fatal=True, symptom=bool(match and match.symptom),
+                    ranks=(rank,) if rank is not None else ())]
+
+
+def _body(text: str) -> str:
+    """The line without the launcher's `[rank<N>]:` prefixes, cut for a summary."""
+    return re.sub(r"^(?:\s*\[(?:rank|default)?\d+\]:)+\s*", "", text)[:160]
+
+
+def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
+    ev = job.events
+    mine = ev[ev["kind"].isin([EVENT_LOG_LINE, EVENT_RANK_EXIT])]
+    findings: list[Finding] = []
+    for attempt, events in mine.groupby("attempt"):
+        a = int(attempt)
+        raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"]
+                     .dropna().astype(int))
+        findings += signalled_rank_findings(job, a, events, raised)
+        findings += log_line_findings(job, a, events, raised)
+    return findings
