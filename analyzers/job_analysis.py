@@ -14,6 +14,7 @@ import pandas as pd
 from triage.analyzers.captured_output import captured_output_findings
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding
+from triage.analyzers.flight_recorder import flight_recorder_findings
 from triage.analyzers.goodput import Goodput, compute_goodput
 from triage.analyzers.gpu_health import gpu_health_findings, throttled_gpus
 from triage.analyzers.hang import analysis_time, hang_findings
@@ -192,7 +193,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     findings: list[Finding] = [
         *gpu_health_findings(job, cfg), *numerical_findings(job, cfg), *sdc_findings(job, cfg),
         *hang_findings(job, cfg), *log_findings(job, cfg), *lifecycle_findings(job, cfg),
-        *captured_output_findings(job, cfg),
+        *captured_output_findings(job, cfg), *flight_recorder_findings(job, cfg),
         *stragglers.findings, *ledger_findings(job, cfg),
     ]
     findings = _drop_vague_duplicates(findings)

@@ -4,7 +4,7 @@ The rules of attribution (failure-taxonomy.md), applied to the fatal findings of
 - symptoms (watchdog timeouts, peer resets) and hangs explain nothing while a causal fault
   exists: a collective timeout on the other ranks is a consequence of the culprit's fault;
 - the earliest causal fault leads; among the faults within the correlation window after it, the
-  lowest layer wins (hardware signals often precede the software error by up to a collective
+  lowest layer wins, then the one that names a culprit (hardware signals often precede the software error by up to a collective
   timeout, and the agent's Xid on a rank's GPU outranks the CUDA error that rank printed);
 - a preemption is the cause only when no fault came before it;
 - everything else that went wrong in the attempt is listed as a consequence.
@@ -61,7 +61,10 @@ def choose_root(fatal: list[Finding], cfg: AnalyzerConfig) -> Finding | None:
         return earliest
     window = [f for f in causal if f.time <= earliest.time + cfg.correlation_window_s
               and f.verdict.category is not Category.PREEMPTION]
-    return max(window, key=lambda f: (f.verdict.layer.depth, -f.time, f.verdict.confidence))
+    # on a tie in layer, a finding that names its culprit says more than one that cannot
+    # (a stall seen in the heartbeats vs. the rank the Flight Recorder shows never arrived)
+    return max(window, key=lambda f: (f.verdict.layer.depth, f.verdict.culprit.rank is not None,
+                                      -f.time, f.verdict.confidence))
 
 
 def _same_place(a: Finding, b: Finding) -> bool:

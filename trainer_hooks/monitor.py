@@ -38,6 +38,9 @@ from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.canary import Canary
 from triage.trainer_hooks.collective_timing import CollectiveRecorder
 from triage.trainer_hooks.config import MonitorConfig
+from triage.trainer_hooks.flight_recorder import FlightRecorderDumper
+from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
+from triage.trainer_hooks.flight_recorder import enabled as flight_recorder_enabled
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES, new_incarnation, writer_dir
 
 
@@ -191,6 +194,9 @@ class TrainingMonitor:
         self._reported_drops = 0
         self._prev_excepthook: Callable | None = None
         self._prev_sigterm: Any = None
+        self._fr = (FlightRecorderDumper(fr_dump_dir(cfg.data_dir, cfg.job_id, cfg.run_id,
+                                                     cfg.attempt), cfg.rank)
+                    if flight_recorder_enabled() else None)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "TrainingMonitor":
@@ -368,6 +374,8 @@ class TrainingMonitor:
                    type=type(exc).__name__, traceback=tb)
         if self._writer is not None:
             self._writer.flush()
+        if self._fr is not None:
+            self._fr.dump(f"{type(exc).__name__} raised")
 
     def _excepthook(self, exc_type: type, exc: BaseException, tb: Any) -> None:
         if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
@@ -381,6 +389,8 @@ class TrainingMonitor:
         # No flush here: the handler may interrupt a flush on this thread; the writer thread
         # writes the event within one flush interval, and exit paths flush anyway.
         self.event("sigterm", "SIGTERM received", step=self.last_step)
+        if self._fr is not None:
+            self._fr.dump("SIGTERM received")
         prev = self._prev_sigterm
         if callable(prev):
             prev(signum, frame)
@@ -390,6 +400,8 @@ class TrainingMonitor:
 
     # -- writer thread -------------------------------------------------------------------------
     def _tick(self) -> None:
+        if self._fr is not None:
+            self._fr.poll()
         if not self._cuda:
             self._peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self._collectives.resolve_cuda()

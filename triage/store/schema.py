@@ -35,6 +35,10 @@ EVENT_SOURCE_SUPERVISOR = "supervisor"
 #: launcher reported it (`detail`: exit code, signal, whether the launcher saw it first).
 EVENT_LOG_LINE = "log_line"
 EVENT_RANK_EXIT = "rank_exit"
+#: A rank's Flight Recorder dump (`detail`: per process group its newest collectives and the
+#: recorder's counters, the threads' Python stacks), and the supervisor's request for dumps.
+EVENT_FR_DUMP = "fr_dump"
+EVENT_FR_REQUEST = "fr_request"
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,13 @@ class AttemptLog:
         self.lines = 0
         self._per_signature: Counter[tuple[str, int | None]] = Counter()
         self._summary = _Summary()
+        self._stopping_at: float | None = None
+
+    def stopping(self) -> None:
+        """The supervisor starts stopping the attempt: what the ranks and the launcher print
+        from now on (SIGTERM received, workers killed) answers that stop, and says nothing
+        about why the attempt failed, so it is kept on disk but not handed to the store."""
+        self._stopping_at = time.time()
 
     def attach(self, stdout: IO[bytes] | None, stderr: IO[bytes] | None) -> None:
         for name, pipe, echo_to in (("stdout", stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
@@ -247,6 +254,8 @@ class AttemptLog:
             self.lines += 1
             self._file.write(raw if raw.endswith(b"\n") else raw + b"\n")
             exit_ = self._summary.feed(text, now)
+            if self._stopping_at is not None:
+                return
             if exit_ is not None:
                 self.exits.append(exit_)
                 return

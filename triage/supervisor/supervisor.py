@@ -40,8 +40,11 @@ from triage.supervisor.observe import (Progress, RunRecord, analyze, ingest_pend
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
+from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.taxonomy import Category
+from triage.trainer_hooks.flight_recorder import DEFAULT_BUFFER_ENTRIES, ENV_BUFFER
+from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
 from triage.verdict import Verdict
 
@@ -58,6 +61,9 @@ _POLL_S = 0.25
 _PROBE_S = 2.0
 #: How long to wait for the agents to ingest a stopped attempt's last spool segments.
 _DRAIN_S = 15.0
+#: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
+#: writer thread looks for the request every second).
+_FR_WAIT_S = 5.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -374,6 +380,7 @@ class Supervisor:
             env.pop(ENV_AUTO_HOOKS, None)
         env.update({ENV_JOB_ID: self.job_id, ENV_RUN_ID: self.run_id, ENV_ATTEMPT: str(attempt),
                     ENV_DATA_DIR: str(self.data_dir)})
+        env.setdefault(ENV_BUFFER, str(DEFAULT_BUFFER_ENTRIES))  # PyTorch's Flight Recorder
         for key, value in ((ENV_EXCLUDE_NODES, ",".join(plan.excluded_nodes)),
                            (ENV_RESUME_BEFORE_STEP, "" if plan.resume_before_step is None
                             else str(plan.resume_before_step)),
@@ -412,11 +419,19 @@ class Supervisor:
                          action=None)
             raise
         report.detected_at = time.time()
+        fr_folder = fr_dump_dir(self.data_dir, self.job_id, self.run_id, attempt)
+        fr_requested = None
+        if outcome == "hung" and launcher.poll() is None:
+            self._show(attempt, "hang: asking the live ranks for their Flight Recorder dumps",
+                       progress)
+            fr_requested = self._safely("asking for Flight Recorder dumps", collect_dumps,
+                                        fr_folder, set(procs.ranks()), _FR_WAIT_S)
         # Processes left once the command ended on its own outlived it (a daemon child, a
         # rank its launcher lost): the next attempt must not start beside them.
         outlived = procs.processes() if launcher.poll() is not None else []
         if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
+            output.stopping()
             report.killed_pids = procs.stop(self.cfg.grace)
         report.exit_code = launcher.returncode
         report.ended = time.time()
@@ -432,7 +447,8 @@ class Supervisor:
         self._drain(attempt, agents)
         progress = self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
                                 self.data_dir, self.job_id, self.run_id, attempt) or progress
-        self._record_output(attempt, output, procs, hooked=bool(progress.hooks))
+        self._record_output(attempt, output, procs, hooked=bool(progress.hooks),
+                            fr_folder=fr_folder, fr_requested=fr_requested)
         report.last_step, report.last_progress = progress.last_step, progress.last_progress
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = (None if progress.first_step is None
@@ -461,14 +477,18 @@ class Supervisor:
             else (progress.last_step or 0) + 1), report, verdict
 
     def _record_output(self, attempt: int, output: AttemptLog, procs: AttemptProcesses, *,
-                       hooked: bool) -> None:
-        """The decisive lines of the attempt's output, and where its ranks ran where no hook
-        said so, into the store before the diagnosis reads it."""
+                       hooked: bool, fr_folder: Path, fr_requested: float | None) -> None:
+        """The decisive lines of the attempt's output, its ranks' Flight Recorder dumps, and
+        where its ranks ran where no hook said so, into the store before the diagnosis reads
+        it."""
         host = socket.gethostname()
         nodes = {r.rank: r.node or host for r in procs.observed.values()}
+        events = output.event_rows(self.job_id, self.run_id, attempt, nodes, host)
+        events += self._safely("reading the Flight Recorder dumps", dump_event_rows, fr_folder,
+                               self.job_id, self.run_id, attempt, nodes, host,
+                               requested=fr_requested) or []
         self._safely(f"recording attempt {attempt}'s output", record_output, self.data_dir,
-                     self.job_id, self.run_id, attempt,
-                     events=output.event_rows(self.job_id, self.run_id, attempt, nodes, host),
+                     self.job_id, self.run_id, attempt, events=events,
                      ranks=[] if hooked else list(procs.observed.values()), host=host)
 
     def _watch(self, procs: AttemptProcesses, attempt: int, report: AttemptReport,
