@@ -8,7 +8,10 @@ Two kinds of evidence that nothing inside a rank can record:
   log analyzer; nothing else says why a process was killed);
 - the decisive lines of ranks that recorded no exception themselves (a job without hooks, a
   launcher's own error such as a rendezvous timeout): the log classifier's verdict over them,
-  the culprit rank from the `[rank<N>]:` prefix torchrun puts on each line.
+  the culprit rank from the `[rank<N>]:` prefix torchrun puts on each line. Where the ranks
+  do report through hooks, these lines decide only when nothing better exists (they count as
+  symptoms): a launcher prints rendezvous errors once a peer node died, and the hooks and
+  agents saw that death first.
 A rank whose hooks recorded its exception is judged by that record, not by its printed copy.
 """
 
@@ -80,7 +83,7 @@ def signalled_rank_findings(job: JobData, attempt: int, events: pd.DataFrame,
 
 
 def log_line_findings(job: JobData, attempt: int, events: pd.DataFrame,
-                      raised: set[int]) -> list[Finding]:
+                      raised: set[int], *, hooked: bool) -> list[Finding]:
     lines = events[(events["kind"] == EVENT_LOG_LINE)
                    & ~events["rank"].isin(list(raised))].sort_values("time", kind="stable")
     if lines.empty:
@@ -103,7 +106,7 @@ def log_line_findings(job: JobData, attempt: int, events: pd.DataFrame,
     summary = (f"{where(culprit, [rank] if rank is not None else [])} printed "
                f"`{_body(v.evidence[0].text)}` at {clock(t)}: {what}")
     return [Finding(attempt, Verdict(v.category, v.confidence, summary, culprit, t, evidence),
-                    fatal=True, symptom=bool(match and match.symptom),
+                    fatal=True, symptom=hooked or bool(match and match.symptom),
                     ranks=(rank,) if rank is not None else ())]
 
 
@@ -120,6 +123,7 @@ def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]
         a = int(attempt)
         raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"]
                      .dropna().astype(int))
+        hooked = bool(((ev["attempt"] == a) & (ev["kind"] == "process_start")).any())
         findings += signalled_rank_findings(job, a, events, raised)
-        findings += log_line_findings(job, a, events, raised)
+        findings += log_line_findings(job, a, events, raised, hooked=hooked)
     return findings

@@ -1,4 +1,5 @@
-"""The Streamlit app `triage dashboard` serves: fleet, job, ranks, GPU health and incident pages.
+"""The Streamlit app `triage dashboard` serves: fleet, job, ranks, GPU health, incident and log
+pages.
 
 A page is addressable by URL (`?page=job&job=ID`, `?page=incident&job=ID&incident=0`), so a
 link in an alert or a chat lands on it. The open page re-reads the store every `refresh_s`
@@ -16,13 +17,13 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from triage.dashboard import charts, queries, shaping
+from triage.dashboard import charts, log_view, queries, shaping
 from triage.dashboard.config import DashboardConfig
 from triage.dashboard.queries import FleetView, JobView, StoreUnreadable
 from triage.names import is_valid_name
 
 PAGES: dict[str, str] = {"fleet": "Fleet", "job": "Job", "ranks": "Ranks", "gpu": "GPU health",
-                         "incident": "Incident"}
+                         "incident": "Incident", "logs": "Logs"}
 #: Streamlit markdown colours of job statuses (headless browsers often lack emoji fonts).
 STATUS_COLORS = {"running": "blue", "completed": "green", "failed": "red", "hung": "red",
                  "preempted": "orange"}
@@ -59,6 +60,13 @@ def _bandwidth(data_dir: str, job_id: str, attempt: int, run_id: str | None) -> 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
 def _gpu_series(data_dir: str, node: str, t0: float, t1: float) -> pd.DataFrame:
     return queries.read_gpu_series(data_dir, node, t0, t1)
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _log(data_dir: str, job_id: str, run_id: str, attempt: int, rank: int | None,
+         decisive_only: bool) -> pd.DataFrame:
+    return log_view.read_attempt_log(data_dir, job_id, run_id, attempt, rank=rank,
+                                     decisive_only=decisive_only)
 
 
 def _when(t: float | None) -> str:
@@ -350,9 +358,37 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.caption("None: no other failure followed from it.")
 
 
+def logs_page(cfg: DashboardConfig, job_id: str | None) -> None:
+    view = _job_view(cfg, job_id)
+    if view is None:
+        return
+    st.header(f"Output of job {view.job_id}")
+    run_id = view.data.run_id
+    if run_id is None:
+        st.info("This job was not started by `triage run`, so its output was not captured.")
+        return
+    attempts = [s.attempt for s in view.analysis.attempts] or [0]
+    attempt = st.selectbox("attempt", attempts, index=len(attempts) - 1, key="log_attempt")
+    ranks = view.data.ranks
+    choices: list[int | None] = [None, *sorted(
+        int(r) for r in ranks.loc[ranks["attempt"] == attempt, "rank"].unique())]
+    rank = st.selectbox("rank", choices, key="log_rank", format_func=lambda r: (
+        "every rank and the launcher" if r is None else f"rank {r}"))
+    decisive = st.checkbox("only the lines that name a failure", key="log_decisive")
+    frame = _log(cfg.data_dir, view.job_id, run_id, int(attempt), rank, decisive)
+    if frame.empty:
+        st.caption("Nothing captured for this choice (the output is kept only for runs started "
+                   "by `triage run`, under DATA_DIR/logs/<job>/<run>/).")
+        return
+    st.caption("Red: a line that names a failure; amber: a symptom, what ranks print once "
+               "something else failed. The newest lines are last.")
+    st.dataframe(log_view.highlight(frame), hide_index=True, width="stretch", column_config={
+        "text": st.column_config.TextColumn("text", width="large")})
+
+
 RENDER: dict[str, Callable[[DashboardConfig, str | None], None]] = {
     "fleet": fleet_page, "job": job_page, "ranks": ranks_page, "gpu": gpu_page,
-    "incident": incident_page,
+    "incident": incident_page, "logs": logs_page,
 }
 
 

@@ -301,3 +301,30 @@ def test_log_text_and_url_parameters_are_shown_as_text_never_markdown(tmp_path, 
     at = _app(tmp_path, monkeypatch, page="job", job="](http://url-param.example)")
     assert not at.exception and "url-param" not in _text(at)
     assert "names no valid job id" in " ".join(w.value for w in at.sidebar.warning)
+
+
+def test_logs_page_shows_a_ranks_output_with_the_decisive_lines_marked(tmp_path, monkeypatch):
+    from jobdata_builder import T0, JobBuilder
+
+    from triage.store.layout import run_log_dir
+
+    b = JobBuilder("plain", run_id="r1").world(4, per_node=2)
+    b.steps(0, range(3), T0 + 5)
+    b.write_store(tmp_path)
+    log = run_log_dir(tmp_path, "plain", "r1") / "attempt-0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join(["[rank0]:step 0 loss 0.5", "[rank2]:step 0 loss 0.4",
+                              "[rank2]:ValueError: bad batch shape at step 1",
+                              "[rank0]:RuntimeError: Connection reset by peer",
+                              "<script>alert(1)</script>"]) + "\n")
+    at = _app(tmp_path, monkeypatch, page="logs", job="plain")
+    assert not at.exception
+    lines = at.dataframe[0].value
+    assert list(lines["line"]) == [1, 2, 3, 4, 5]
+    assert list(lines["category"].fillna("")) == ["", "", "user_code_error", "network_error", ""]
+    assert list(lines["symptom"].fillna("")) == ["", "", False, True, ""]
+    at.selectbox(key="log_rank").set_value(2).run()
+    assert list(at.dataframe[0].value["text"]) == [
+        "[rank2]:step 0 loss 0.4", "[rank2]:ValueError: bad batch shape at step 1"]
+    at.checkbox(key="log_decisive").check().run()
+    assert list(at.dataframe[0].value["line"]) == [3]

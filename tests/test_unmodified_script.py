@@ -1,6 +1,10 @@
-"""`triage run -- torchrun script.py` on a plain DDP script with no Triage code in it."""
+"""`triage run -- torchrun script.py` on plain DDP and FSDP2 scripts with no Triage code in them
+(tests/workloads/), each fault at another rank: a SIGKILLed rank, a user exception, a hung rank,
+with the zero-code hooks and without them (output only)."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,41 +12,112 @@ from pathlib import Path
 import pytest
 
 from triage.store import open_snapshot
+from triage.trainer_hooks.flight_recorder import FR_PREFIX
 
-WORKLOAD = Path(__file__).parent / "workloads" / "ddp_train.py"
+WORKLOADS = Path(__file__).parent / "workloads"
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp_path: Path, *flags: str) -> dict:
+def run_job(tmp_path: Path, script: str, *flags: str, fault: tuple[str, int, int] | None = None,
+            steps: int = 12) -> tuple[int, dict]:
+    """(exit status, the JSON report) of `triage run` over a workload, the fault given as
+    (kind, rank, step)."""
     torchrun = str(Path(sys.executable).parent / "torchrun")
+    env = dict(os.environ)
+    if fault is not None:
+        env.update(WORKLOAD_FAULT=fault[0], WORKLOAD_FAULT_RANK=str(fault[1]),
+                   WORKLOAD_FAULT_STEP=str(fault[2]),
+                   WORKLOAD_FAULT_ONCE=str(tmp_path / "fault-done"))
     out = subprocess.run(
         [sys.executable, "-m", "triage.cli", "run", "--json", "--data-dir", str(tmp_path / "d"),
-         "--job-id", "plain", "--startup-timeout", "1", *flags, "--", torchrun,
-         "--nproc-per-node", "2", str(WORKLOAD), "--steps", "12",
-         "--checkpoint", str(tmp_path / "ck.pt")],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
+         "--job-id", "plain", "--backoff", "0", *flags, "--", torchrun,
+         "--nproc-per-node", "2", str(WORKLOADS / script), "--steps", str(steps),
+         "--checkpoint", str(tmp_path / "ckpt")],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    assert out.returncode in (0, 1), out.stderr[-3000:]
     text = "\n" + out.stdout  # the script's own prints come first; the report is last
-    return json.loads(text[text.rindex("\n{\n") + 1:])
+    return out.returncode, json.loads(text[text.rindex("\n{\n") + 1:])
 
 
-def test_auto_hooks_record_the_optimizer_steps_of_an_unmodified_script(tmp_path):
-    report = _run(tmp_path)
-    assert report["status"] == "completed"
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "triage.cli", *args, "--data-dir",
+                           str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+
+
+def analysis(tmp_path: Path) -> dict:
+    proc = cli(tmp_path, "analyze", "plain", "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def root_of(report: dict, attempt: int) -> dict:
+    return next(i for i in report["incidents"] if i["attempt"] == attempt and i["root_cause"])
+
+
+def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
+    rc, report = run_job(tmp_path, "ddp_train.py", fault=("kill", 1, 5))
+    assert rc == 0 and report["status"] == "completed"
+    first, second = report["attempts"]
+    assert (first["outcome"], second["outcome"]) == ("failed", "completed")
+    assert first["verdict"]["culprit"]["rank"] == 1, first["verdict"]
+    assert "killed by SIGKILL" in first["verdict"]["summary"]
     with open_snapshot(tmp_path / "d") as snap:
         rows = snap.con.execute(
-            "SELECT rank, min(step), max(step), count(*) FROM steps GROUP BY rank ORDER BY rank"
+            "SELECT attempt, rank, min(step), max(step) FROM steps GROUP BY ALL ORDER BY ALL"
         ).fetchall()
         hooks = snap.con.execute(
             "SELECT DISTINCT json_extract_string(detail, '$.hooks') FROM events "
             "WHERE kind = 'process_start'").fetchall()
-    # AdamW's own step count numbers the steps: 1..12 on both ranks
-    assert rows == [(0, 1, 12, 12), (1, 1, 12, 12)]
+    # AdamW's own step count numbers the steps, and goes on from the script's checkpoint; the
+    # killed rank loses what it had not flushed yet (at most the last second)
+    assert rows[0] == (0, 0, 1, 5) and rows[1][:3] == (0, 1, 1)
+    assert rows[2:] == [(1, 0, 6, 12), (1, 1, 6, 12)]
     assert hooks == [("auto",)]
+    assert root_of(analysis(tmp_path), 0)["culprit"]["rank"] == 1
+    jobs = cli(tmp_path, "jobs")
+    assert jobs.returncode == 0 and "plain" in jobs.stdout
+    log = Path(first["log"])
+    assert log.is_file() and "[rank0]:step 0 loss" in log.read_text()
 
 
-def test_a_job_without_step_telemetry_is_never_stopped_as_hung(tmp_path):
-    # no hooks at all and a start-up timeout far below the job's run time: it must complete
-    report = _run(tmp_path, "--no-auto-hooks")
-    assert report["status"] == "completed"
-    assert [a["outcome"] for a in report["attempts"]] == ["completed"]
+def test_a_job_without_hooks_is_never_stopped_as_hung_and_judged_by_its_output(tmp_path):
+    # no hooks, a start-up timeout far below the job's run time, rank 0 SIGKILLed: the job
+    # must run to its end, and the kill be told from the launcher's report in the output
+    rc, report = run_job(tmp_path, "ddp_train.py", "--no-auto-hooks", "--startup-timeout", "1",
+                         fault=("kill", 0, 4))
+    assert rc == 0 and [a["outcome"] for a in report["attempts"]] == ["failed", "completed"]
+    assert report["attempts"][0]["detection"] != "hang"
+    incident = root_of(analysis(tmp_path), 0)
+    assert incident["culprit"]["rank"] == 0 and incident["evidence"][0]["source"] == "launcher"
+
+
+def test_a_user_exception_without_hooks_fails_fast_with_its_rank(tmp_path):
+    rc, report = run_job(tmp_path, "ddp_train.py", "--no-auto-hooks", fault=("raise", 1, 3))
+    assert rc == 1 and report["status"] == "failed"
+    [attempt] = report["attempts"]
+    assert attempt["verdict"]["category"] == "user_code_error"
+    assert attempt["verdict"]["culprit"]["rank"] == 1 and attempt["action"] == "fail_fast"
+    assert "bad batch shape at step 3" in attempt["verdict"]["summary"]
+
+
+@pytest.mark.parametrize("script, culprit", [("ddp_train.py", 1), ("fsdp_train.py", 0)])
+def test_a_hung_rank_is_found_by_the_flight_recorder_as_fr_trace_finds_it(tmp_path, script,
+                                                                          culprit):
+    rc, report = run_job(tmp_path, script, "--hang-timeout", "5", fault=("hang", culprit, 4),
+                         steps=8)
+    assert rc == 0 and report["status"] == "completed"
+    first = report["attempts"][0]
+    assert first["outcome"] == "hung"
+    verdict = first["verdict"]
+    assert verdict["category"] == "collective_timeout" and verdict["culprit"]["rank"] == culprit
+    assert "time.sleep(3600)" in verdict["summary"]  # where the culprit's main thread is
+    # PyTorch's own analyzer on the very dumps names the same rank, and no cause
+    dumps = next((tmp_path / "d" / "fr").glob("plain/*/attempt-0"))
+    fr_trace = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(dumps),
+         "--prefix", FR_PREFIX], capture_output=True, text=True, timeout=120)
+    assert fr_trace.returncode == 0, fr_trace.stderr[-2000:]
+    said = fr_trace.stdout + fr_trace.stderr  # it reports through logging
+    missing = re.search(r"missing ranks: \{([\d, ]+)\}", said)
+    assert missing and {int(r) for r in missing.group(1).split(",")} == {culprit}, said
+    assert root_of(analysis(tmp_path), 0)["culprit"]["rank"] == culprit

@@ -2,36 +2,17 @@
 
     torchrun --nproc-per-node 2 ddp_train.py --steps 20 --checkpoint ckpt.pt
 
-It resumes from its own checkpoint file. Faults for the tests come from WORKLOAD_FAULT
-(`kill`, `raise`, `hang`) at WORKLOAD_FAULT_RANK / WORKLOAD_FAULT_STEP, once: the first run
-that injects it leaves WORKLOAD_FAULT_ONCE (a file) behind, so the restart runs clean.
+It resumes from its own checkpoint file. The tests inject faults through `workload_faults`.
 """
 
 import argparse
 import os
-import signal
 import time
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-def fault(step: int, rank: int) -> None:
-    kind = os.environ.get("WORKLOAD_FAULT")
-    marker = os.environ.get("WORKLOAD_FAULT_ONCE", "")
-    if not kind or rank != int(os.environ.get("WORKLOAD_FAULT_RANK", "0")):
-        return
-    if step != int(os.environ.get("WORKLOAD_FAULT_STEP", "0")) or os.path.exists(marker):
-        return
-    if marker:
-        open(marker, "w").close()
-    if kind == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if kind == "raise":
-        raise ValueError(f"bad batch shape at step {step}")
-    if kind == "hang":
-        time.sleep(3600)
+from workload_faults import fault
 
 
 def main() -> None:
