@@ -40,3 +40,18 @@ def test_bench_agent_samples_the_agent_and_the_bare_exporter():
     assert r["agent"]["peak_rss_mb"] > r["floor_prometheus_client"]["peak_rss_mb"] > 0
     assert r["agent"]["scrapes"] >= 2 and r["agent"]["metrics_bytes"] > 0
     assert r["spool_flushes_per_rank"] >= 3 and r["target_met"] is True
+
+
+def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
+    # a subprocess: the timing initialises torch.distributed, which must not leak into pytest
+    proc = subprocess.run([sys.executable, "-m", "triage.cli", "bench", "hooks", "--json",
+                           "--skip-training", "--events", "2000", "--event-target-us", "1e9",
+                           "--auto-step-target-us", "1e9"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout)
+    assert r["auto_step_record_us"] > 0 and r["step_record_us"] > 0 and r["within_targets"]
+    tight = subprocess.run([sys.executable, "-m", "triage.cli", "bench", "hooks", "--json",
+                            "--skip-training", "--events", "2000", "--auto-step-target-us",
+                            "1e-9"], capture_output=True, text=True, timeout=180)
+    assert tight.returncode == 1 and not json.loads(tight.stdout)["within_targets"]

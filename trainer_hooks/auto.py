@@ -8,7 +8,8 @@ asked:
 - steps from a global optimizer step hook (`register_optimizer_step_post_hook`): the first
   optimizer that steps drives the count, so a GAN's two optimizers or a scheduler do not double
   it. The step number is the optimizer's own (`state[p]["step"]` of Adam-family optimizers, which
-  a resumed checkpoint restores); an optimizer without one (SGD) is counted from 1 per process.
+  a resumed checkpoint restores), read at the first step and counted on from there; an
+  optimizer without one (SGD) is counted from 1 per process.
   A step lasts from one optimizer step to the next; its compute share is what is left after the
   optimizer and the time blocked in collectives (an estimate: data loading is inside it);
 - the loss from `Tensor.backward` on a one-element tensor and the grad norm from
@@ -43,6 +44,7 @@ class AutoInstrument:
         self.monitor = monitor
         self._driver: int | None = None  # id() of the optimizer whose steps are counted
         self._count = 0
+        self._offset = 0  # the optimizer's own step count before this process's first step
         self._pre_t: float | None = None
         self._boundary: float | None = None  # perf_counter at the end of the previous step
         self._loss: Any = None
@@ -115,8 +117,9 @@ class AutoInstrument:
         self._count += 1
         if self._count == 1:
             self.monitor.set_device(_device_of(optimizer))
-        step = _own_step(optimizer)
-        t = self.monitor.step(self._count if step is None else step)
+            own = _own_step(optimizer)  # read once: `.item()` on every step would cost 3 us
+            self._offset = 0 if own is None else own - 1
+        t = self.monitor.step(self._offset + self._count)
         start = self._pre_t if self._boundary is None else self._boundary
         duration = now - start
         optimizer_s = now - self._pre_t
@@ -191,3 +194,19 @@ def install_from_env() -> AutoInstrument | None:
     monitor.start()
     _active = AutoInstrument(monitor).install()
     return _active
+
+
+def attach(model: torch.nn.Module | None = None, config: MonitorConfig | None = None
+           ) -> AutoInstrument:
+    """What the framework callbacks use: a `TrainingMonitor` of the script's own (it retires
+    the zero-code one where `triage run` started that) fed by the same optimizer and backward
+    hooks, so every optimizer step the framework takes is a step. Undo with `detach`."""
+    monitor = TrainingMonitor(config or MonitorConfig(canary_every=0), model=model)
+    monitor.start()
+    return AutoInstrument(monitor).install()
+
+
+def detach(hooks: AutoInstrument, exit_code: int | None = None) -> None:
+    """Remove the hooks `attach` installed and close its monitor (its exit event, a flush)."""
+    hooks.uninstall()
+    hooks.monitor.close(exit_code)

@@ -6,9 +6,21 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triage.config import (ENV_ATTEMPT, ENV_JOB_ID, ENV_NODE, ENV_RUN_ID, ConfigError,
+from triage.config import (ENV_ATTEMPT, ENV_AUTO_HOOKS, ENV_JOB_ID, ENV_NODE, ENV_RUN_ID, ConfigError,
                            data_dir_from_env, node_name)
 from triage.names import check_name, is_valid_name
+
+#: The folder whose `sitecustomize` instruments torchrun ranks without code in the script
+#: (`triage.trainer_hooks.auto`): `triage run` puts it first on the ranks' PYTHONPATH.
+AUTOLOAD_DIR = Path(__file__).resolve().parent / "autoload"
+
+
+def auto_hooks_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the zero-code instrumentation switched on for the Python ranks it starts."""
+    env[ENV_AUTO_HOOKS] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(AUTOLOAD_DIR), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def run_id_from_env() -> str | None:

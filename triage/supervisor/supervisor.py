@@ -21,7 +21,6 @@ from pathlib import Path
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
-from triage import trainer_hooks
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
 from triage.config import (ENV_ATTEMPT, ENV_AUTO_HOOKS, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
@@ -43,13 +42,11 @@ from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdic
 from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.taxonomy import Category
+from triage.trainer_hooks.config import auto_hooks_env
 from triage.trainer_hooks.flight_recorder import DEFAULT_BUFFER_ENTRIES, ENV_BUFFER
 from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
 from triage.verdict import Verdict
-
-#: The folder whose sitecustomize instruments torchrun ranks (`triage.trainer_hooks.auto`).
-AUTOLOAD_DIR = Path(trainer_hooks.__file__).resolve().parent / "autoload"
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -373,9 +370,7 @@ class Supervisor:
     def _env(self, attempt: int, plan: Plan) -> dict[str, str]:
         env = dict(os.environ)
         if self.cfg.auto_hooks:
-            env[ENV_AUTO_HOOKS] = "1"
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(AUTOLOAD_DIR), env.get("PYTHONPATH", "")) if p)
+            auto_hooks_env(env)
         else:
             env.pop(ENV_AUTO_HOOKS, None)
         env.update({ENV_JOB_ID: self.job_id, ENV_RUN_ID: self.run_id, ENV_ATTEMPT: str(attempt),
