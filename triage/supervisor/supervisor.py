@@ -532,12 +532,15 @@ class Supervisor:
     def signals(self) -> str:
         """What this run can see of the job before any rank has reported, for `triage run`'s
         first line."""
+        always = ("the ranks' output (kept under "
+                  f"{run_log_dir(self.data_dir, self.job_id, self.run_id)}) and process exits "
+                  "always; PyTorch Flight Recorder dumps on a hang where Triage's hooks run")
         if self.cfg.auto_hooks:
             return ("signals: Triage hooks where the script has them, else auto-instrumentation "
                     "of torchrun ranks (optimizer steps, collectives, exceptions, exits); "
-                    "process exits always")
+                    + always)
         return ("signals: Triage hooks where the script has them (auto-instrumentation off); "
-                "process exits always")
+                + always)
 
     def _announce(self, attempt: int, progress: Progress) -> None:
         """Say once which signals the ranks turned out to give: the hang rules that apply
