@@ -275,3 +275,16 @@ def test_a_rank_dumps_on_request_once_and_keeps_that_dump(tmp_path, monkeypatch)
     assert dumped["groups"][0]["last_enqueued_collective"] == 5
     assert pickle.loads((tmp_path / "fr-rank1").read_bytes())["pg_config"].keys() == {"0"}
     assert "MainThread" in dumped["stacks"]
+
+
+def test_a_capture_that_fails_still_drains_and_shows_the_pipe(tmp_path, monkeypatch, capfdbinary):
+    """A reader that stopped would block the ranks once the pipe buffer (64 KiB) is full."""
+    log = AttemptLog(tmp_path / "attempt-0.log", echo=True)
+    monkeypatch.setattr(log, "_take", lambda *a: 1 / 0)
+    r, w = os.pipe()
+    log.attach(None, os.fdopen(r, "rb"))
+    with os.fdopen(w, "wb") as out:
+        for i in range(20000):  # 300 KB: far more than a pipe holds
+            out.write(f"line {i:08d}\n".encode())
+    log.close(timeout_s=30)
+    assert capfdbinary.readouterr().err.count(b"\n") >= 20000

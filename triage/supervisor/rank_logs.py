@@ -222,6 +222,7 @@ class AttemptLog:
 
     def _pump(self, stream: str, pipe: IO[bytes], echo_to: IO[str]) -> None:
         out = getattr(echo_to, "buffer", None)
+        keeping = True
         try:
             while True:
                 raw = pipe.readline(MAX_LINE_BYTES)
@@ -229,7 +230,14 @@ class AttemptLog:
                     return
                 if self.echo:
                     self._echo(out, echo_to, raw)
-                self._take(stream, raw)
+                if keeping:
+                    try:
+                        self._take(stream, raw)
+                    except Exception:  # noqa: BLE001 - the pipe must be drained whatever
+                        # happens here: a reader that stops would block the ranks' writes
+                        log.exception("capturing the attempt's %s failed; it is still shown "
+                                      "but no longer kept", stream)
+                        keeping = False
         except (OSError, ValueError):  # the pipe went away under us: nothing more to read
             return
         finally:
