@@ -136,3 +136,24 @@ def test_missing_agent_tables_yield_empty_frames():
     assert job.gpu_events.empty and job.gpu_health.empty and job.arrivals.empty
     assert "xid" in job.gpu_events.columns
     assert roots(analyze_job(job, AnalyzerConfig()))[0].verdict.category is Category.COLLECTIVE_TIMEOUT
+
+
+def test_a_fault_just_before_a_fast_restart_stays_with_the_attempt_it_ended():
+    """The supervisor stops an attempt on a fatal Xid at once and the next one starts within
+    the evidence lead (10 s): the Xid is still the first attempt's, not the next one's."""
+    b = JobBuilder()
+    for r in range(4):
+        b.rank(r, f"node{r // 2}", r % 2, attempt=0, start=T0)
+        b.rank(r, f"node{r // 2}", r % 2, attempt=1, start=T0 + 24)
+    b.steps(0, range(10), T0 + 2)
+    for r in range(4):
+        for k in range(20):
+            b.heartbeat(0, r, T0 + 1 + k, 9)
+        b.event(0, r, T0 + 21, "sigterm", "SIGTERM received")  # the supervisor's stop
+    b.gpu_event("node1", 1, T0 + 18, 79, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    end = b.steps(1, range(10, 20), T0 + 26)
+    for r in range(4):
+        b.event(1, r, end + 0.5, "exit", "exit code 0", exit_code=0)
+    analysis = analyze_job(b.load(), AnalyzerConfig())
+    assert [(i.attempt, i.verdict.category) for i in analysis.incidents if i.root] == [
+        (0, Category.GPU_FALLEN_OFF_BUS)]

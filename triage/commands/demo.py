@@ -3,9 +3,10 @@ agents and simulated GPUs, run under the supervisor (`triage run`), one injected
 recovery, then the `triage analyze` report.
 
 Default scenario `gpu-lost`: a GPU falls off the bus (Xid 79) under rank 3 mid-run; the other
-ranks block in a collective; Triage names gpu_fallen_off_bus with that rank, node and GPU as
-the culprit (the timeouts as consequences), restarts without that node from the last
-checkpoint at the smaller world size, and the job finishes. `--list` shows the others.
+ranks block in a collective; the node's agent reports the Xid and Triage stops the attempt at
+once (before any timeout), names gpu_fallen_off_bus with that rank, node and GPU as the
+culprit, restarts without that node from the last checkpoint at the smaller world size, and
+the job finishes. `--list` shows the others.
 For the demo the job uses a 15 s collective timeout and a 15 s hang timeout (NCCL's default
 watchdog is 10 minutes), so a scenario takes 1-3 minutes on a 2-core machine.
 

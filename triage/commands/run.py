@@ -4,9 +4,10 @@ exclusion.
     triage run [flags] -- triage train --nnodes 2 --nproc-per-node 2 --steps 50
 
 Every attempt gets TRIAGE_JOB_ID, TRIAGE_ATTEMPT (0, 1, ...) and TRIAGE_DATA_DIR. A rank's exit
-is noticed within 2 s, a hang (no step progress) within --hang-timeout; the job is then stopped
-(SIGTERM, SIGKILL after --grace), the analyzers' verdict is recorded as an incident in the store,
-and the taxonomy's action is taken: restart from the newest checkpoint, restart without the
+is noticed within 2 s, a fatal Xid (79, 119, 120, 48, 64, 95) on a GPU of its ranks within
+about 3 s (when the agents report it), a hang (no step progress) within --hang-timeout; the
+job is then stopped (SIGTERM, SIGKILL after --grace), the analyzers' verdict is recorded as an
+incident in the store, and the taxonomy's action is taken: restart from the newest checkpoint, restart without the
 culprit's node (TRIAGE_EXCLUDE_NODES), roll back before the bad step and skip its batch
 (TRIAGE_RESUME_BEFORE_STEP, TRIAGE_SKIP_STEPS), requeue after a preemption, or fail fast. It
 gives up after --max-restarts, or when the same failure repeats without progress.

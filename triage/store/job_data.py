@@ -115,12 +115,14 @@ class JobData:
         return start, (max(float(ends.max()), start) if not ends.empty else start)
 
     def attempt_of(self, t: float, lead_s: float, tail_s: float) -> int | None:
-        """The attempt evidence at time `t` belongs to: the latest one started by `t + lead_s`
-        (a hardware signal may precede the rank's own start records by a little), while `t`
-        is no later than `tail_s` after the run's last record. None for evidence from before
-        the run or after it: another job's, or a condition the run inherited."""
+        """The attempt evidence at time `t` belongs to: the one running at `t`, else the latest
+        one started by `t + lead_s` (a hardware signal may precede the rank's own start records
+        by a little), while `t` is no later than `tail_s` after the run's last record. None for
+        evidence from before the run or after it: another job's, or a condition the run
+        inherited."""
         best = None
         last_end = None
+        running = None  # the attempt whose ranks were alive at `t`
         for a in self.attempts:
             s = self.attempt_span(a)
             if s is None:
@@ -128,9 +130,13 @@ class JobData:
             last_end = s[1] if last_end is None else max(last_end, s[1])
             if s[0] - lead_s <= t:
                 best = a
+            if s[0] <= t <= s[1]:
+                running = a
         if best is None or last_end is None or t > last_end + tail_s:
             return None
-        return best
+        # A fast restart can begin the next attempt within `lead_s` of a fault that ended the
+        # one before: evidence from while an attempt ran is that attempt's.
+        return running if running is not None else best
 
     def ranks_on(self, attempt: int, node: str, gpu: int | None) -> list[int]:
         r = self.ranks[(self.ranks["attempt"] == attempt) & (self.ranks["node"] == node)]

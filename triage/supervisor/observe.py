@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.gpu_health import IMMEDIATE_XIDS
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
 from triage.store import compact, ingest_spools, open_snapshot
 from triage.store.job_data import load_job
@@ -50,6 +51,9 @@ class Progress:
     #: ranks of the attempt that report through Triage's hooks, by how: "explicit" (the
     #: script's own TrainingMonitor, which reports every step) or "auto" (zero-code)
     hooks: tuple[str, ...] = ()
+    #: a fatal Xid (`IMMEDIATE_XIDS`) on a GPU a rank of the attempt uses, since the attempt
+    #: started: "Xid 79 on GPU 1 of node1 at 12:00:03 (...)"; None while there is none
+    gpu_fault: str | None = None
 
 
 _PROGRESS_SQL = """
@@ -81,18 +85,39 @@ def ingest_pending(data_dir: Path, agent_nodes: Collection[str] = ()) -> None:
             ingest_spools(data_dir, node)
 
 
-def read_attempt_progress(data_dir: Path, job_id: str, run_id: str, attempt: int) -> Progress:
-    """Step progress of one attempt of this run: never another run's, even of the same job."""
+_GPU_FAULT_SQL = f"""
+SELECT e.time, e.node, e.gpu, e.xid, e.text FROM gpu_events e
+JOIN (SELECT DISTINCT node, gpu FROM ranks
+      WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt) r
+  ON e.node = r.node AND e.gpu = r.gpu
+WHERE e.kind = 'xid' AND e.xid IN ({", ".join(map(str, sorted(IMMEDIATE_XIDS)))})
+  AND e.time >= $since
+ORDER BY e.time LIMIT 1
+"""
+
+
+def read_attempt_progress(data_dir: Path, job_id: str, run_id: str, attempt: int, *,
+                          since: float | None = None) -> Progress:
+    """Step progress of one attempt of this run: never another run's, even of the same job;
+    with `since` (the attempt's start), also the first fatal Xid on one of its GPUs after it
+    (one from before is a condition the node had, never this attempt's fault)."""
     now = time.time()
+    params = {"job": job_id, "run": run_id, "attempt": attempt}
     with open_snapshot(data_dir, now=now) as snap:
-        row = snap.con.execute(_PROGRESS_SQL, {"job": job_id, "run": run_id, "attempt": attempt,
-                                               "now": now, "win": _RATE_WINDOW_S}).fetchone()
+        row = snap.con.execute(_PROGRESS_SQL, {**params, "now": now,
+                                               "win": _RATE_WINDOW_S}).fetchone()
+        fault = None
+        if since is not None:
+            fault = snap.con.execute(_GPU_FAULT_SQL, {**params, "since": since}).fetchone()
     first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step), last_end, first_end, p50,
         None if recent_tokens is None else float(recent_tokens) / _RATE_WINDOW_S,
-        None if bad is None else int(bad), tuple(hooks or ()))
+        None if bad is None else int(bad), tuple(hooks or ()),
+        None if fault is None else (
+            f"Xid {fault[3]} on GPU {fault[2]} of {fault[1]} at "
+            f"{time.strftime('%H:%M:%S', time.localtime(fault[0]))} ({str(fault[4])[:160]})"))
 
 
 def analyze(data_dir: Path, job_id: str, run_id: str,

@@ -75,7 +75,7 @@ class AttemptReport:
     ended: float | None = None
     outcome: str | None = None  # completed, failed, hung, preempted
     exit_code: int | None = None
-    detection: str | None = None  # launcher_exit, rank_exit, hang, interrupted
+    detection: str | None = None  # launcher_exit, rank_exit, hang, gpu_fault, interrupted
     detected_at: float | None = None
     diagnosed_at: float | None = None
     resumed_from_step: int | None = None
@@ -513,11 +513,14 @@ class Supervisor:
                     return "failed", "rank_exit", progress  # the launcher does not end
             if now >= next_probe:
                 agents.tend()
-                probed = self._probe(attempt, agents)
+                probed = self._probe(attempt, agents, started)
                 if probed is not None:
                     progress = probed
                     self._stepped |= progress.last_step is not None
                     self._announce(attempt, progress)
+                    if progress.gpu_fault is not None:  # its rank can do no more work
+                        self._show(attempt, f"fatal GPU event: {progress.gpu_fault}", progress)
+                        return "failed", "gpu_fault", progress
                     self._show(attempt, "running", progress)
                     limit = self._hang_limit(progress)
                     if (limit is not None
@@ -557,14 +560,14 @@ class Supervisor:
         self._show(attempt, "ranks report through " + " and ".join(
             how.get(h, h) for h in shown), progress)
 
-    def _probe(self, attempt: int, agents: Agents) -> Progress | None:
+    def _probe(self, attempt: int, agents: Agents, since: float) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
         time (a damaged file, a full disk): then no hang is declared on stale progress. A
         failed ingest does not stop the read of what is stored."""
         self._safely("ingesting the spools while watching", ingest_pending, self.data_dir,
                      self._live_agents(agents))
         return self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
-                            self.data_dir, self.job_id, self.run_id, attempt)
+                            self.data_dir, self.job_id, self.run_id, attempt, since=since)
 
     def _score(self, attempt: int, analysis: JobAnalysis | None = None) -> None:
         """Record the job's goodput and straggler scores for the node agents to export: one
