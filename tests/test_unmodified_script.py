@@ -69,9 +69,10 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
             "SELECT DISTINCT json_extract_string(detail, '$.hooks') FROM events "
             "WHERE kind = 'process_start'").fetchall()
     # AdamW's own step count numbers the steps, and goes on from the script's checkpoint; the
-    # killed rank loses what it had not flushed yet (at most the last second)
-    assert rows[0] == (0, 0, 1, 5) and rows[1][:3] == (0, 1, 1)
-    assert rows[2:] == [(1, 0, 6, 12), (1, 1, 6, 12)]
+    # killed rank loses what it had not flushed yet (at most the last second: maybe all of it)
+    by = {(a, r): (lo, hi) for a, r, lo, hi in rows}
+    assert by[(0, 0)] == (1, 5) and by.get((0, 1), (1, 5))[1] <= 5
+    assert by[(1, 0)] == by[(1, 1)] == (6, 12)
     assert hooks == [("auto",)]
     assert root_of(analysis(tmp_path), 0)["culprit"]["rank"] == 1
     jobs = cli(tmp_path, "jobs")
