@@ -406,7 +406,7 @@ class Supervisor:
             outcome, detection, progress = self._watch(procs, attempt, report, agents)
         except BaseException:
             report.killed_pids = procs.stop(self.cfg.grace)
-            output.close()
+            _end_capture(output, scratch if own_scratch else None)
             report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
             self._safely(f"recording attempt {attempt}'s outcome", record_attempt,
                          self.data_dir, self.job_id, self.run_id, attempt, status="failed",
@@ -434,9 +434,7 @@ class Supervisor:
         report.survivors = sorted(f"{p.pid} {p.cmdline[:120]}" for p in survivors)
         report.orphans = sorted({f"{p.pid} {p.cmdline[:120]}" for p in outlived + survivors})
         report.outcome, report.detection = outcome, detection
-        output.close()
-        if own_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+        _end_capture(output, scratch if own_scratch else None)
         report.log = str(output.path)
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
@@ -637,6 +635,14 @@ class Supervisor:
     def _show(self, attempt: int, state: str, progress: Progress | None = None) -> None:
         self.on_update(LiveState(attempt, state, progress or Progress(),
                                  tuple(self.report.excluded_nodes), tuple(self._incidents)))
+
+
+def _end_capture(output: AttemptLog, scratch: Path | None) -> None:
+    """The attempt's output is all read (or its readers given up on), and torchrun's scratch
+    tee folder, which only repeats it, is gone: on a normal end and on an interrupt alike."""
+    output.close()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _why(entries: Sequence[HealthEntry]) -> str:
