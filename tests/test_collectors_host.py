@@ -3,8 +3,10 @@
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
-from triage.collectors.host import HostCollector, HostConfig, process_alive
+from triage.collectors.host import HostCollector, HostConfig, _cpu_times, process_alive
 from triage.collectors.protocol import Collector, collect_isolated
 from triage.collectors.records import DiskSample, GpuEvent, HostSample, ProcessSample, Unavailable
 from triage.collectors.xid_dedup import XidDeduplicator
@@ -17,7 +19,10 @@ def by_type(records, cls):
 def test_host_values_are_in_range(tmp_path):
     c = HostCollector(HostConfig(disk_paths=[str(tmp_path)]), "n0")
     assert isinstance(c, Collector)
-    sum(i * i for i in range(200_000))  # some CPU between the two /proc/stat reads
+    start = _cpu_times(Path("/proc"))[1]
+    deadline = time.monotonic() + 10
+    while _cpu_times(Path("/proc"))[1] == start and time.monotonic() < deadline:
+        sum(i * i for i in range(20_000))  # the ratio needs a clock tick between the two reads
     recs = c.collect(1.0)
     (h,) = by_type(recs, HostSample)
     assert 0.0 <= h.cpu_ratio <= 1.0
@@ -47,6 +52,19 @@ def test_unreadable_proc_files_leave_fields_none(tmp_path):
     (h,) = by_type(recs, HostSample)
     assert h.load_1m == 0.5 and h.memory_total_bytes is None and h.cpu_ratio is None
     assert {u.source for u in by_type(recs, Unavailable)} == {"proc:stat", "proc:meminfo", "proc:net/dev"}
+
+
+def test_cpu_ratio_is_busy_jiffies_over_total_and_none_without_a_tick(tmp_path):
+    fake_proc = tmp_path / "proc"
+    fake_proc.mkdir()
+    stat = fake_proc / "stat"
+    stat.write_text("cpu  100 0 50 800 50 0 0 0 0 0\n")
+    c = HostCollector(HostConfig(), "n0", proc=fake_proc)
+    (h,) = by_type(c.collect(1.0), HostSample)
+    assert h.cpu_ratio is None  # no tick elapsed since the first read
+    stat.write_text("cpu  160 0 70 900 70 0 0 0 0 0\n")  # +80 busy, +120 idle+iowait
+    (h,) = by_type(c.collect(2.0), HostSample)
+    assert h.cpu_ratio == 80 / 200
 
 
 def test_rank_liveness_sees_a_dead_and_a_zombie_process():
