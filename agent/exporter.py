@@ -12,10 +12,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily, Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from triage.agent.job_progress import STEP_TIME_BUCKETS, ProgressBatch
@@ -35,8 +34,14 @@ class ExporterState:
     this long is forgotten, so series of finished jobs do not pile up.
     """
 
-    def __init__(self, node: str, *, live_window_s: float = 60.0, job_expiry_s: float = 3600.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        node: str,
+        *,
+        live_window_s: float = 60.0,
+        job_expiry_s: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.node = node
         self.live_window_s = live_window_s
         self.job_expiry_s = job_expiry_s
@@ -55,12 +60,19 @@ class ExporterState:
             previous = self.gpus.get(s.gpu)
             if not s.gpu_up and previous is not None:
                 # keep the identity of a lost GPU so its series stay (at gpu_up 0), not vanish
-                s = GpuSample(time=s.time, node=s.node, gpu=s.gpu, uuid=s.uuid or previous.uuid,
-                              name=s.name or previous.name, serial=s.serial or previous.serial,
-                              pci_bus_id=s.pci_bus_id or previous.pci_bus_id,
-                              simulated=s.simulated, gpu_up=False)
+                s = GpuSample(
+                    time=s.time,
+                    node=s.node,
+                    gpu=s.gpu,
+                    uuid=s.uuid or previous.uuid,
+                    name=s.name or previous.name,
+                    serial=s.serial or previous.serial,
+                    pci_bus_id=s.pci_bus_id or previous.pci_bus_id,
+                    simulated=s.simulated,
+                    gpu_up=False,
+                )
             self.gpus[s.gpu] = s
-            self.xid_counts.setdefault(s.gpu, {x: 0 for x in ALERTED_XIDS})
+            self.xid_counts.setdefault(s.gpu, dict.fromkeys(ALERTED_XIDS, 0))
 
     def observe_xid(self, e: GpuEvent) -> None:
         """Count one Xid; the agent passes each Xid once (`XidDeduplicator` merges the NVML and
@@ -68,7 +80,7 @@ class ExporterState:
         if e.kind != "xid" or e.xid is None or e.gpu is None:
             return
         with self.lock:
-            counts = self.xid_counts.setdefault(e.gpu, {x: 0 for x in ALERTED_XIDS})
+            counts = self.xid_counts.setdefault(e.gpu, dict.fromkeys(ALERTED_XIDS, 0))
             counts[str(e.xid)] = counts.get(str(e.xid), 0) + 1
 
     def register_collector(self, collector: str) -> None:
@@ -92,8 +104,7 @@ class ExporterState:
         """Fold newly ingested rows in, and forget jobs silent for longer than `job_expiry_s`."""
         with self.lock:
             apply_batch(self.jobs, batch)
-            for job_id in [j for j, st in self.jobs.items()
-                           if now - st.last_activity() > self.job_expiry_s]:
+            for job_id in [j for j, st in self.jobs.items() if now - st.last_activity() > self.job_expiry_s]:
                 del self.jobs[job_id]
 
     def set_incidents(self, job_id: str, counts: dict[str, int]) -> None:
@@ -101,7 +112,8 @@ class ExporterState:
         with self.lock:
             if job_id in self.jobs:
                 self.jobs[job_id].incidents.update(
-                    {c: n for c, n in counts.items() if c in self.jobs[job_id].incidents})
+                    {c: n for c, n in counts.items() if c in self.jobs[job_id].incidents}
+                )
 
     def apply_scores(self, scores: Iterable[JobScore]) -> None:
         """Take the supervisor's job scores, oldest first: the goodput ratio of each known job,
@@ -115,8 +127,12 @@ class ExporterState:
                     continue  # another run of this job id (an older one, or one not seen yet)
                 if s.name == GOODPUT_RATIO:
                     job.goodput_ratio = s.value
-                elif (s.name == STRAGGLER_SCORE and s.node == self.node and s.rank is not None
-                      and s.attempt == job.attempt):
+                elif (
+                    s.name == STRAGGLER_SCORE
+                    and s.node == self.node
+                    and s.rank is not None
+                    and s.attempt == job.attempt
+                ):
                     job.straggler_scores[s.rank] = s.value
 
     # -- queries for the agent -----------------------------------------------------------------
@@ -127,8 +143,11 @@ class ExporterState:
     def live_local_ranks(self, now: float, window_s: float) -> list[tuple[int, int | None, int | None]]:
         """(rank, local GPU, pid) of the live ranks of every job's newest attempt."""
         with self.lock:
-            return [(r, st.local_gpu, st.pid) for job in self.jobs.values()
-                    for r, st in sorted(job.live_ranks(now, window_s).items())]
+            return [
+                (r, st.local_gpu, st.pid)
+                for job in self.jobs.values()
+                for r, st in sorted(job.live_ranks(now, window_s).items())
+            ]
 
     # -- rendering -----------------------------------------------------------------------------
     def families(self) -> Iterator[Metric]:
@@ -139,15 +158,24 @@ class ExporterState:
             yield from self._agent_families()
 
     def _gpu_families(self) -> Iterator[Metric]:
-        fams = {name: _family(name, extra) for name, extra in [
-            ("triage_gpu_up", ()), ("triage_gpu_temperature_celsius", ()),
-            ("triage_gpu_slowdown_temperature_celsius", ()), ("triage_gpu_power_watts", ()),
-            ("triage_gpu_utilization_ratio", ()), ("triage_gpu_memory_used_bytes", ()),
-            ("triage_gpu_sm_clock_hertz", ()), ("triage_gpu_clock_event_active", ("reason",)),
-            ("triage_gpu_ecc_errors_total", ("type",)), ("triage_gpu_remapped_rows", ("kind",)),
-            ("triage_gpu_pcie_replay_total", ()), ("triage_gpu_nvlink_errors_total", ("kind",)),
-            ("triage_gpu_xid_errors_total", ("xid",)),
-        ]}
+        fams = {
+            name: _family(name, extra)
+            for name, extra in [
+                ("triage_gpu_up", ()),
+                ("triage_gpu_temperature_celsius", ()),
+                ("triage_gpu_slowdown_temperature_celsius", ()),
+                ("triage_gpu_power_watts", ()),
+                ("triage_gpu_utilization_ratio", ()),
+                ("triage_gpu_memory_used_bytes", ()),
+                ("triage_gpu_sm_clock_hertz", ()),
+                ("triage_gpu_clock_event_active", ("reason",)),
+                ("triage_gpu_ecc_errors_total", ("type",)),
+                ("triage_gpu_remapped_rows", ("kind",)),
+                ("triage_gpu_pcie_replay_total", ()),
+                ("triage_gpu_nvlink_errors_total", ("kind",)),
+                ("triage_gpu_xid_errors_total", ("xid",)),
+            ]
+        }
         for gpu, s in sorted(self.gpus.items()):
             ident = [s.node, str(gpu), s.uuid or "", "true" if s.simulated else "false"]
             fams["triage_gpu_up"].add_metric(ident, 1.0 if s.gpu_up else 0.0)
@@ -161,8 +189,10 @@ class ExporterState:
                 ("triage_gpu_utilization_ratio", [], s.utilization_ratio),
                 ("triage_gpu_memory_used_bytes", [], s.memory_used_bytes),
                 ("triage_gpu_sm_clock_hertz", [], s.sm_clock_hz),
-                *[("triage_gpu_clock_event_active", [reason],
-                   getattr(s, f"clock_event_{reason}", None)) for reason in CLOCK_EVENT_REASONS],
+                *[
+                    ("triage_gpu_clock_event_active", [reason], getattr(s, f"clock_event_{reason}", None))
+                    for reason in CLOCK_EVENT_REASONS
+                ],
                 ("triage_gpu_ecc_errors_total", ["corrected"], s.ecc_corrected_volatile),
                 ("triage_gpu_ecc_errors_total", ["uncorrected"], s.ecc_uncorrected_volatile),
                 ("triage_gpu_remapped_rows", ["correctable"], s.remapped_rows_correctable),
@@ -239,7 +269,7 @@ def _family(name: str, extra: Iterable[str] = ()) -> GaugeMetricFamily | Counter
     """An empty family from the catalog; `extra` only documents the trailing label names."""
     fam = BY_NAME[name]
     labels = list(fam.labels)
-    assert list(extra) == labels[len(labels) - len(tuple(extra)):], (name, extra)
+    assert list(extra) == labels[len(labels) - len(tuple(extra)) :], (name, extra)
     if fam.type.value == "counter":
         return CounterMetricFamily(fam.name.removesuffix("_total"), fam.help, labels=labels)
     return GaugeMetricFamily(fam.name, fam.help, labels=labels)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -92,15 +93,26 @@ _COLUMNS = {
 #: any_value; "latest" is SQL's arg_max(column, time) with the table's `_TIME`, which ignores
 #: rows where either is NULL.
 _RANK_FIELDS = {
-    "ranks": {"node": ("node", "latest"), "local_gpu": ("local_gpu", "latest"),
-              "pid": ("pid", "latest"), "world_size": ("world_size", "max"),
-              "start_time": ("start_time", "min")},
-    "steps": {"node": ("node", "first"), "local_gpu": ("gpu", "first"),
-              "max_step": ("step", "max"), "last_step_end": ("end_time", "max")},
-    "heartbeats": {"node": ("node", "first"), "local_gpu": ("gpu", "first"),
-                   "pid": ("pid", "latest"), "last_heartbeat": ("time", "max")},
-    "events": {"node": ("node", "first"), "local_gpu": ("gpu", "first"),
-               "exited": ("exited", "any")},
+    "ranks": {
+        "node": ("node", "latest"),
+        "local_gpu": ("local_gpu", "latest"),
+        "pid": ("pid", "latest"),
+        "world_size": ("world_size", "max"),
+        "start_time": ("start_time", "min"),
+    },
+    "steps": {
+        "node": ("node", "first"),
+        "local_gpu": ("gpu", "first"),
+        "max_step": ("step", "max"),
+        "last_step_end": ("end_time", "max"),
+    },
+    "heartbeats": {
+        "node": ("node", "first"),
+        "local_gpu": ("gpu", "first"),
+        "pid": ("pid", "latest"),
+        "last_heartbeat": ("time", "max"),
+    },
+    "events": {"node": ("node", "first"), "local_gpu": ("gpu", "first"), "exited": ("exited", "any")},
 }
 _TIME = {"ranks": "start_time", "heartbeats": "time"}
 
@@ -108,8 +120,11 @@ _TIME = {"ranks": "start_time", "heartbeats": "time"}
 def _merge(a: RankUpdate, row: dict) -> RankUpdate:
     """`a` with the values `row` adds. Tables are read ranks first, so the first value seen
     wins: the ranks table's LOCAL_RANK before another row's gpu index."""
-    values = {k: v for k, v in row.items()
-              if k in RankUpdate.__dataclass_fields__ and v is not None and getattr(a, k) is None}
+    values = {
+        k: v
+        for k, v in row.items()
+        if k in RankUpdate.__dataclass_fields__ and v is not None and getattr(a, k) is None
+    }
     values["exited"] = a.exited or bool(row.get("exited"))
     return RankUpdate(**{**a.__dict__, **values})
 
@@ -148,8 +163,10 @@ def _batches(table: str, paths: Sequence[str | os.PathLike[str]]) -> Iterator[pa
         with pq.ParquetFile(os.fspath(path)) as f:
             present = set(f.schema_arrow.names)
             for b in f.iter_batches(_BATCH_ROWS, columns=[c for c in schema.names if c in present]):
-                columns = [b.column(c).cast(t.type) if c in present
-                           else pa.nulls(b.num_rows, t.type) for c, t in zip(schema.names, schema)]
+                columns = [
+                    b.column(c).cast(t.type) if c in present else pa.nulls(b.num_rows, t.type)
+                    for c, t in zip(schema.names, schema)
+                ]
                 run = schema.get_field_index("run_id")
                 columns[run] = pc.fill_null(columns[run], "")
                 yield pa.table(columns, schema=schema)
@@ -189,8 +206,7 @@ def _per_rank(table: str, rows: pa.Table) -> pa.Table:
     """One row per rank of `rows`, its columns aggregated and named as in `rows`, so the rows
     of many batches aggregate again into the rows of all of them: the first of firsts is the
     first, the max of maxes the max, and a "latest" value keeps its time to be compared by."""
-    ranks = _group(rows, [(column, how) for column, how in _RANK_FIELDS[table].values()
-                          if how != "latest"])
+    ranks = _group(rows, [(column, how) for column, how in _RANK_FIELDS[table].values() if how != "latest"])
     for column in _latest_columns(table):
         time = f"{column}_time"
         latest = _group(rows.sort_by(time), [(column, "last"), (time, "max")])
@@ -221,10 +237,14 @@ def _count_steps(rows: pa.Table, batch: ProgressBatch) -> pa.Table:
     timed = timed.append_column("d", pc.subtract(timed["end_time"], timed["start_time"]))
     # The first bucket whose bound is >= d; NaN sorts past every bound, into +Inf, as in SQL.
     bucket = np.searchsorted(STEP_TIME_BUCKETS, timed["d"].to_numpy(), side="left")
-    counts = pa.table({"job_id": timed["job_id"], "bucket": bucket, "d": timed["d"]}).group_by(
-        ["job_id", "bucket"]).aggregate([("d", "count"), ("d", "sum")])
-    for job_id, b, n, total in zip(*(counts[c].to_pylist()
-                                     for c in ("job_id", "bucket", "d_count", "d_sum"))):
+    counts = (
+        pa.table({"job_id": timed["job_id"], "bucket": bucket, "d": timed["d"]})
+        .group_by(["job_id", "bucket"])
+        .aggregate([("d", "count"), ("d", "sum")])
+    )
+    for job_id, b, n, total in zip(
+        *(counts[c].to_pylist() for c in ("job_id", "bucket", "d_count", "d_sum"))
+    ):
         batch.step_buckets.setdefault(job_id, [0] * (len(STEP_TIME_BUCKETS) + 1))[b] += n
         batch.step_time_sum[job_id] = batch.step_time_sum.get(job_id, 0.0) + total
     return _newest(_valid(timed, "attempt", "rank", "step"))
@@ -236,9 +256,12 @@ def _newest(steps: pa.Table) -> pa.Table:
     kept when it is fewer than RECENT_STEPS rows into its run. The job is sorted by its index
     among the jobs here, because integer keys sort several times faster than strings."""
     jobs, runs = steps["job_id"], steps["run_id"]
-    keys = [pc.index_in(jobs, value_set=pc.unique(jobs)).to_numpy(),
-            pc.index_in(runs, value_set=pc.unique(runs)).to_numpy(),
-            steps["attempt"].to_numpy(), steps["rank"].to_numpy()]
+    keys = [
+        pc.index_in(jobs, value_set=pc.unique(jobs)).to_numpy(),
+        pc.index_in(runs, value_set=pc.unique(runs)).to_numpy(),
+        steps["attempt"].to_numpy(),
+        steps["rank"].to_numpy(),
+    ]
     order = np.lexsort((-steps["step"].to_numpy(), *reversed(keys)))  # last key sorts first
     starts = np.zeros(len(order), dtype=bool)
     starts[:1] = True
@@ -252,11 +275,18 @@ def _newest(steps: pa.Table) -> pa.Table:
 
 def _recent_steps(newest: pa.Table) -> list[RecentStep]:
     """`newest` as RecentSteps ordered by (attempt, step); NULL tokens count as none."""
-    newest = newest.sort_by([("attempt", "ascending"), ("step", "ascending"),
-                             ("job_id", "ascending"), ("rank", "ascending")])
-    columns = (newest["job_id"], newest["run_id"], newest["attempt"], newest["rank"],
-               newest["step"],
-               pc.fill_null(newest["tokens"], 0), newest["d"])
+    newest = newest.sort_by(
+        [("attempt", "ascending"), ("step", "ascending"), ("job_id", "ascending"), ("rank", "ascending")]
+    )
+    columns = (
+        newest["job_id"],
+        newest["run_id"],
+        newest["attempt"],
+        newest["rank"],
+        newest["step"],
+        pc.fill_null(newest["tokens"], 0),
+        newest["d"],
+    )
     return [RecentStep(*values) for values in zip(*(c.to_pylist() for c in columns))]
 
 

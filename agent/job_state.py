@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from triage.agent.job_progress import (RECENT_STEPS, STEP_TIME_BUCKETS, ProgressBatch, RankUpdate,
-                                      RecentStep)
+from triage.agent.job_progress import RECENT_STEPS, STEP_TIME_BUCKETS, ProgressBatch, RankUpdate, RecentStep
 from triage.taxonomy import Category
 
 
@@ -34,8 +33,10 @@ class RankState:
         return self.last_step_end if self.last_step_end is not None else self.start_time
 
     def last_sign_of_life(self) -> float:
-        return max((t for t in (self.last_heartbeat, self.last_step_end, self.start_time)
-                    if t is not None), default=float("-inf"))
+        return max(
+            (t for t in (self.last_heartbeat, self.last_step_end, self.start_time) if t is not None),
+            default=float("-inf"),
+        )
 
     def live(self, now: float, window_s: float) -> bool:
         return not self.exited and now - self.last_sign_of_life() <= window_s

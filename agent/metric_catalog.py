@@ -76,13 +76,19 @@ AGENT_LABELS = ("node",)
 
 #: Xids the alert rules act on (FIELD-NOTES.md, failure-taxonomy.md). The exporter creates a
 #: zero `triage_gpu_xid_errors_total` series for each of them on every GPU at start.
-ALERTED_XIDS = ("48", "62", "63", "64", "74", "79", "92", "94", "95", "119", "120", "140",
-                "143", "154")
+ALERTED_XIDS = ("48", "62", "63", "64", "74", "79", "92", "94", "95", "119", "120", "140", "143", "154")
 
 #: NVML clock-event reasons (FIELD-NOTES.md bit names). `idle` and `sw_power_cap` under load
 #: are normal; the rules alert on the others.
-CLOCK_EVENT_REASONS = ("idle", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
-                       "hw_thermal", "hw_power_brake")
+CLOCK_EVENT_REASONS = (
+    "idle",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+)
 #: `nvmlDeviceGetRemappedRows`: rows remapped for correctable / uncorrectable errors, and the
 #: pending (applied at the next GPU reset) and failure (RMA) flags.
 REMAP_KINDS = ("correctable", "uncorrectable", "pending", "failure")
@@ -106,76 +112,152 @@ _G, _C, _H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 
 CATALOG: tuple[MetricFamily, ...] = (
     # GPU health, one series per GPU (NVML or the simulated backend).
-    MetricFamily("triage_gpu_up", _G, GPU_LABELS,
-                 "1 while the GPU answers NVML; 0 once it is lost (NVML GPU_IS_LOST, expect "
-                 "Xid 79) or cannot be read."),
-    MetricFamily("triage_gpu_temperature_celsius", _G, GPU_LABELS,
-                 "GPU core temperature.", "celsius"),
-    MetricFamily("triage_gpu_slowdown_temperature_celsius", _G, GPU_LABELS,
-                 "Temperature at which the GPU starts slowing down, read from NVML's "
-                 "thresholds (never hard-coded: it differs per board and driver).", "celsius"),
-    MetricFamily("triage_gpu_power_watts", _G, GPU_LABELS,
-                 "Board power draw (NVML reports mW; exported in watts).", "watts"),
-    MetricFamily("triage_gpu_utilization_ratio", _G, GPU_LABELS,
-                 "Fraction of the last sample period a kernel was running (0..1).", "ratio"),
-    MetricFamily("triage_gpu_memory_used_bytes", _G, GPU_LABELS,
-                 "Device memory in use.", "bytes"),
+    MetricFamily(
+        "triage_gpu_up",
+        _G,
+        GPU_LABELS,
+        "1 while the GPU answers NVML; 0 once it is lost (NVML GPU_IS_LOST, expect "
+        "Xid 79) or cannot be read.",
+    ),
+    MetricFamily("triage_gpu_temperature_celsius", _G, GPU_LABELS, "GPU core temperature.", "celsius"),
+    MetricFamily(
+        "triage_gpu_slowdown_temperature_celsius",
+        _G,
+        GPU_LABELS,
+        "Temperature at which the GPU starts slowing down, read from NVML's "
+        "thresholds (never hard-coded: it differs per board and driver).",
+        "celsius",
+    ),
+    MetricFamily(
+        "triage_gpu_power_watts",
+        _G,
+        GPU_LABELS,
+        "Board power draw (NVML reports mW; exported in watts).",
+        "watts",
+    ),
+    MetricFamily(
+        "triage_gpu_utilization_ratio",
+        _G,
+        GPU_LABELS,
+        "Fraction of the last sample period a kernel was running (0..1).",
+        "ratio",
+    ),
+    MetricFamily("triage_gpu_memory_used_bytes", _G, GPU_LABELS, "Device memory in use.", "bytes"),
     MetricFamily("triage_gpu_sm_clock_hertz", _G, GPU_LABELS, "Current SM clock.", "hertz"),
-    MetricFamily("triage_gpu_clock_event_active", _G, GPU_LABELS + ("reason",),
-                 "1 while NVML reports this clock-event (throttle) reason, else 0; one series "
-                 "per reason."),
-    MetricFamily("triage_gpu_ecc_errors_total", _C, GPU_LABELS + ("type",),
-                 "Volatile ECC errors by type; both types are created at 0 at start."),
-    MetricFamily("triage_gpu_remapped_rows", _G, GPU_LABELS + ("kind",),
-                 "Row remapper state: rows remapped (correctable, uncorrectable) and the "
-                 "pending and failure flags (0/1)."),
-    MetricFamily("triage_gpu_pcie_replay_total", _C, GPU_LABELS,
-                 "PCIe replay counter; created at 0 at start."),
-    MetricFamily("triage_gpu_nvlink_errors_total", _C, GPU_LABELS + ("kind",),
-                 "NVLink error counters summed over the GPU's links; every kind is created at "
-                 "0 at start."),
-    MetricFamily("triage_gpu_xid_errors_total", _C, GPU_LABELS + ("xid",),
-                 "Xid events from the kernel log and NVML events, de-duplicated; every alerted "
-                 "Xid is created at 0 at start."),
+    MetricFamily(
+        "triage_gpu_clock_event_active",
+        _G,
+        GPU_LABELS + ("reason",),
+        "1 while NVML reports this clock-event (throttle) reason, else 0; one series per reason.",
+    ),
+    MetricFamily(
+        "triage_gpu_ecc_errors_total",
+        _C,
+        GPU_LABELS + ("type",),
+        "Volatile ECC errors by type; both types are created at 0 at start.",
+    ),
+    MetricFamily(
+        "triage_gpu_remapped_rows",
+        _G,
+        GPU_LABELS + ("kind",),
+        "Row remapper state: rows remapped (correctable, uncorrectable) and the "
+        "pending and failure flags (0/1).",
+    ),
+    MetricFamily(
+        "triage_gpu_pcie_replay_total", _C, GPU_LABELS, "PCIe replay counter; created at 0 at start."
+    ),
+    MetricFamily(
+        "triage_gpu_nvlink_errors_total",
+        _C,
+        GPU_LABELS + ("kind",),
+        "NVLink error counters summed over the GPU's links; every kind is created at 0 at start.",
+    ),
+    MetricFamily(
+        "triage_gpu_xid_errors_total",
+        _C,
+        GPU_LABELS + ("xid",),
+        "Xid events from the kernel log and NVML events, de-duplicated; every alerted "
+        "Xid is created at 0 at start.",
+    ),
     # Training jobs, from the per-rank spools of the ranks on this node.
     MetricFamily("triage_job_step", _G, RANK_LABELS, "Last completed training step."),
-    MetricFamily("triage_job_last_progress_timestamp_seconds", _G, RANK_LABELS,
-                 "Unix time the rank last completed a step (or its start time before the "
-                 "first step); exported while the job runs.", "seconds"),
-    MetricFamily("triage_straggler_score", _G, RANK_LABELS,
-                 "The rank's step compute time over the job's median rank (1.0 = typical, "
-                 "2.0 = twice as slow), in the newest attempt; from the job's supervisor "
-                 "(`triage run`), which analyses the job every --score-interval."),
-    MetricFamily("triage_job_step_time_seconds", _H, JOB_LABELS,
-                 "Wall time of training steps.", "seconds"),
-    MetricFamily("triage_job_tokens_per_second", _G, JOB_LABELS,
-                 "Job throughput over the last steps."),
-    MetricFamily("triage_job_goodput_ratio", _G, JOB_LABELS,
-                 "Productive step time over time since the job's first start (Google's "
-                 "goodput definition); from the job's supervisor (`triage run`), which "
-                 "analyses the job every --score-interval.", "ratio"),
-    MetricFamily("triage_job_restarts_total", _C, JOB_LABELS,
-                 "Restarts of the job (attempts after the first); created at 0 when the job "
-                 "is first seen."),
-    MetricFamily("triage_job_last_checkpoint_timestamp_seconds", _G, JOB_LABELS,
-                 "Unix time of the last checkpoint written completely (the job's start time "
-                 "before the first one, so a job that never checkpoints is noticed).",
-                 "seconds"),
-    MetricFamily("triage_job_checkpoint_interval_seconds", _G, JOB_LABELS,
-                 "The job's configured checkpoint interval; the checkpoint-age alert allows "
-                 "twice this (1 h when absent).", "seconds"),
-    MetricFamily("triage_incidents_total", _C, JOB_LABELS + ("category", "layer"),
-                 "Failure verdicts by taxonomy category, as the job's supervisor recorded them; "
-                 "every category is created at 0 when the job is first seen."),
+    MetricFamily(
+        "triage_job_last_progress_timestamp_seconds",
+        _G,
+        RANK_LABELS,
+        "Unix time the rank last completed a step (or its start time before the "
+        "first step); exported while the job runs.",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_straggler_score",
+        _G,
+        RANK_LABELS,
+        "The rank's step compute time over the job's median rank (1.0 = typical, "
+        "2.0 = twice as slow), in the newest attempt; from the job's supervisor "
+        "(`triage run`), which analyses the job every --score-interval.",
+    ),
+    MetricFamily("triage_job_step_time_seconds", _H, JOB_LABELS, "Wall time of training steps.", "seconds"),
+    MetricFamily("triage_job_tokens_per_second", _G, JOB_LABELS, "Job throughput over the last steps."),
+    MetricFamily(
+        "triage_job_goodput_ratio",
+        _G,
+        JOB_LABELS,
+        "Productive step time over time since the job's first start (Google's "
+        "goodput definition); from the job's supervisor (`triage run`), which "
+        "analyses the job every --score-interval.",
+        "ratio",
+    ),
+    MetricFamily(
+        "triage_job_restarts_total",
+        _C,
+        JOB_LABELS,
+        "Restarts of the job (attempts after the first); created at 0 when the job is first seen.",
+    ),
+    MetricFamily(
+        "triage_job_last_checkpoint_timestamp_seconds",
+        _G,
+        JOB_LABELS,
+        "Unix time of the last checkpoint written completely (the job's start time "
+        "before the first one, so a job that never checkpoints is noticed).",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_job_checkpoint_interval_seconds",
+        _G,
+        JOB_LABELS,
+        "The job's configured checkpoint interval; the checkpoint-age alert allows "
+        "twice this (1 h when absent).",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_incidents_total",
+        _C,
+        JOB_LABELS + ("category", "layer"),
+        "Failure verdicts by taxonomy category, as the job's supervisor recorded them; "
+        "every category is created at 0 when the job is first seen.",
+    ),
     # The agent itself.
-    MetricFamily("triage_agent_up", _G, AGENT_LABELS,
-                 "1 while the agent's collection loop and store writer run; 0 when either has "
-                 "stopped while the process still serves /metrics."),
-    MetricFamily("triage_agent_last_scrape_timestamp_seconds", _G,
-                 AGENT_LABELS + ("collector",),
-                 "Unix time of the collector's last successful sample.", "seconds"),
-    MetricFamily("triage_collector_errors_total", _C, AGENT_LABELS + ("collector",),
-                 "Failed collection attempts per collector; created at 0 at start."),
+    MetricFamily(
+        "triage_agent_up",
+        _G,
+        AGENT_LABELS,
+        "1 while the agent's collection loop and store writer run; 0 when either has "
+        "stopped while the process still serves /metrics.",
+    ),
+    MetricFamily(
+        "triage_agent_last_scrape_timestamp_seconds",
+        _G,
+        AGENT_LABELS + ("collector",),
+        "Unix time of the collector's last successful sample.",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_collector_errors_total",
+        _C,
+        AGENT_LABELS + ("collector",),
+        "Failed collection attempts per collector; created at 0 at start.",
+    ),
 )
 
 BY_NAME: dict[str, MetricFamily] = {f.name: f for f in CATALOG}
@@ -211,8 +293,7 @@ def markdown_table() -> str:
     rows = ["| metric | type | labels | unit | meaning |", "|---|---|---|---|---|"]
     for fam in CATALOG:
         labels = ", ".join(f"`{label}`" for label in fam.labels)
-        rows.append(f"| `{fam.name}` | {fam.type.value} | {labels} | {fam.unit or '-'} "
-                    f"| {fam.help} |")
+        rows.append(f"| `{fam.name}` | {fam.type.value} | {labels} | {fam.unit or '-'} | {fam.help} |")
     return "\n".join(rows)
 
 

@@ -19,8 +19,10 @@ class MetricsServer:
             server, thread = start_http_server(port, addr=bind, registry=registry)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"port {port} on {bind} is already in use (another `triage "
-                                  "agent` or exporter?); pass a free --port") from None
+                raise ConfigError(
+                    f"port {port} on {bind} is already in use (another `triage "
+                    "agent` or exporter?); pass a free --port"
+                ) from None
             raise ConfigError(f"cannot serve /metrics on {bind}:{port}: {exc}") from None
         self._server: WSGIServer = server
         self._thread: threading.Thread = thread

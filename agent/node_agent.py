@@ -21,8 +21,8 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from triage.agent.config import AgentConfig
 from triage.agent.exporter import ExporterState
@@ -54,16 +54,24 @@ def resolve_gpu_backend(choice: str) -> str:
         nvml.nvmlInit()
         nvml.nvmlShutdown()
     except Exception as exc:  # noqa: BLE001 - ImportError or any NVMLError means "no NVML"
-        log.info("--gpu auto: NVML does not initialise here (%s); running without a GPU "
-                 "collector (pass --gpu sim for simulated GPUs)", exc)
+        log.info(
+            "--gpu auto: NVML does not initialise here (%s); running without a GPU "
+            "collector (pass --gpu sim for simulated GPUs)",
+            exc,
+        )
         return "none"
     log.info("--gpu auto: NVML initialised; sampling the GPUs through NVML")
     return "nvml"
 
 
 class NodeAgent:
-    def __init__(self, config: AgentConfig, *, clock: Callable[[], float] = time.time,
-                 extra_collectors: list[Collector] = ()) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        extra_collectors: list[Collector] = (),
+    ) -> None:
         self.config = config
         self.clock = clock
         self.data_dir = data_dir_from_env(config.data_dir)
@@ -72,8 +80,12 @@ class NodeAgent:
         # First, so a second agent on this partition stops before it touches anything.
         self.writer = StoreWriter(self.data_dir, self.node, config.store)
         self.results = JobResultsReader(self.data_dir)
-        self.state = ExporterState(self.node, live_window_s=config.store.heartbeat_timeout_s,
-                                   job_expiry_s=config.job_expiry, clock=clock)
+        self.state = ExporterState(
+            self.node,
+            live_window_s=config.store.heartbeat_timeout_s,
+            job_expiry_s=config.job_expiry,
+            clock=clock,
+        )
         self.dedup = XidDeduplicator()
         self._pending: deque[Record] = deque()
         self._dropped_records = 0
@@ -83,13 +95,17 @@ class NodeAgent:
         self.gpu_backend = resolve_gpu_backend(config.gpu)
         collectors: list[Collector] = []
         try:
-            gpu = make_gpu_collector(dataclasses.replace(config.gpus, gpu=self.gpu_backend),
-                                     self.node, self.data_dir, load=self._gpu_load)
+            gpu = make_gpu_collector(
+                dataclasses.replace(config.gpus, gpu=self.gpu_backend),
+                self.node,
+                self.data_dir,
+                load=self._gpu_load,
+            )
             if gpu is not None:
                 collectors.append(gpu)
             host_config = dataclasses.replace(
-                config.host, disk_paths=list(dict.fromkeys([*config.host.disk_paths,
-                                                            str(self.data_dir)])))
+                config.host, disk_paths=list(dict.fromkeys([*config.host.disk_paths, str(self.data_dir)]))
+            )
             collectors.append(HostCollector(host_config, self.node, pids=self._local_pids))
             collectors.append(self._kernel_log_collector(gpu))
         except BaseException:
@@ -98,8 +114,7 @@ class NodeAgent:
             self.writer.close()
             raise
         collectors.extend(extra_collectors)
-        self.collectors = [ScheduledCollector(c, config.interval, config.backoff_max)
-                           for c in collectors]
+        self.collectors = [ScheduledCollector(c, config.interval, config.backoff_max) for c in collectors]
         for c in self.collectors:
             self.state.register_collector(c.name)
         start = clock()
@@ -116,8 +131,7 @@ class NodeAgent:
             path = sim_kmsg_path(self.data_dir, self.node)
             log.info("simulated GPUs: reading their kernel log %s", path)
             kconfig = dataclasses.replace(kconfig, kernel_log=str(path))
-        return KernelLogCollector(kconfig, self.node, gpu.identities() if gpu else (),
-                                  simulated=simulated)
+        return KernelLogCollector(kconfig, self.node, gpu.identities() if gpu else (), simulated=simulated)
 
     def _gpu_load(self, gpu: int) -> float:
         """Load of simulated GPU `gpu`: busy while a live local rank with that LOCAL_RANK has
@@ -125,15 +139,21 @@ class NodeAgent:
         Worked out once per collection round, not once per GPU."""
         if self._busy_gpus is None:
             window = 2 * self.config.store_interval + 5.0
-            self._busy_gpus = {local_gpu for _, local_gpu, pid
-                               in self.state.live_local_ranks(self.clock(), window)
-                               if pid is None or process_alive(pid)}
+            self._busy_gpus = {
+                local_gpu
+                for _, local_gpu, pid in self.state.live_local_ranks(self.clock(), window)
+                if pid is None or process_alive(pid)
+            }
         return BUSY_UTILIZATION if gpu in self._busy_gpus else 0.0
 
     def _local_pids(self) -> dict[int, int]:
-        return {rank: pid for rank, _, pid in
-                self.state.live_local_ranks(self.clock(), self.config.store.heartbeat_timeout_s)
-                if pid is not None}
+        return {
+            rank: pid
+            for rank, _, pid in self.state.live_local_ranks(
+                self.clock(), self.config.store.heartbeat_timeout_s
+            )
+            if pid is not None
+        }
 
     # -- the loop -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -173,13 +193,16 @@ class NodeAgent:
         try:
             report = ingest_partition(self.writer)
             for err in report.errors:
-                log.error("spool entry %s unreadable (%s); quarantined to %s",
-                          err.path, err.error, err.quarantined_to)
+                log.error(
+                    "spool entry %s unreadable (%s); quarantined to %s",
+                    err.path,
+                    err.error,
+                    err.quarantined_to,
+                )
             self._ingest_error = None
-        except Exception as exc:  # noqa: BLE001 - collectors go on; the next batch retries
+        except Exception as exc:
             if str(exc) != self._ingest_error:
-                log.exception("ingesting the spools of %s failed; retried every batch",
-                              self.writer.node)
+                log.exception("ingesting the spools of %s failed; retried every batch", self.writer.node)
                 self._ingest_error = str(exc)
         try:
             if self._pending:
@@ -188,20 +211,23 @@ class NodeAgent:
                 for _ in records:
                     self._pending.popleft()
             if self._dropped_records:
-                log.error("dropped %d collector records while the store could not be written",
-                          self._dropped_records)
+                log.error(
+                    "dropped %d collector records while the store could not be written", self._dropped_records
+                )
                 self._dropped_records = 0
-        except Exception:  # noqa: BLE001 - the agent keeps collecting and retries next batch
-            log.exception("writing the store partition %s failed; records are kept in memory "
-                          "and written at the next batch", self.writer.dir)
+        except Exception:
+            log.exception(
+                "writing the store partition %s failed; records are kept in memory "
+                "and written at the next batch",
+                self.writer.dir,
+            )
             self.state.set_agent_up(False)
             return
         self.state.set_agent_up(True)
         try:
             self.update_progress(now)
-        except Exception:  # noqa: BLE001 - the exported progress waits for the next batch
-            log.exception("reading job progress from %s failed; retried next batch",
-                          self.writer.dir)
+        except Exception:
+            log.exception("reading job progress from %s failed; retried next batch", self.writer.dir)
         self.read_results()
 
     def update_progress(self, now: float) -> None:
@@ -226,22 +252,28 @@ class NodeAgent:
             for job_id, counts in self.results.incident_counts(jobs).items():
                 self.state.set_incidents(job_id, counts)
             self.state.apply_scores(self.results.new_scores(jobs))
-        except Exception:  # noqa: BLE001 - the exported values wait for the next batch
-            log.exception("reading the supervisor's results in %s failed; incidents and job "
-                          "scores are not updated this batch", self.results.dir)
+        except Exception:
+            log.exception(
+                "reading the supervisor's results in %s failed; incidents and job "
+                "scores are not updated this batch",
+                self.results.dir,
+            )
 
     def maintain(self, now: float) -> None:
         try:
             dropped = apply_retention(self.writer, now)
             merged = compact(self.writer)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("retention/compaction of %s failed; retried later", self.writer.dir)
             return
         # Compaction rewrites rows already read: mark its output as seen.
         self._seen_segments = {s.file for s in self.writer.manifest.segments}
         if dropped or merged:
-            log.info("store maintenance: %d segment(s) past retention, %d merged segment(s)",
-                     len(dropped), len(merged))
+            log.info(
+                "store maintenance: %d segment(s) past retention, %d merged segment(s)",
+                len(dropped),
+                len(merged),
+            )
 
     def run(self, stop: threading.Event) -> None:
         """Tick until `stop` is set, then do a final collect, ingest and flush."""
@@ -261,6 +293,6 @@ class NodeAgent:
         for c in self.collectors:
             try:
                 c.collector.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("closing collector %s failed", c.name)
         self.writer.close()

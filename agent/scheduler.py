@@ -41,13 +41,16 @@ class ScheduledCollector:
 
     def run(self, now: float, node: str) -> CollectResult:
         records = collect_isolated(self.collector, now, node)
-        raised = any(isinstance(r, Unavailable) and r.source == "collector"
-                     and r.collector == self.name for r in records)
+        raised = any(
+            isinstance(r, Unavailable) and r.source == "collector" and r.collector == self.name
+            for r in records
+        )
         if raised:
             self.failures += 1
-            delay = min(self.interval_s * 2 ** self.failures, self.backoff_max_s)
-            log.warning("collector %s failed %d time(s) in a row; next try in %.1f s",
-                        self.name, self.failures, delay)
+            delay = min(self.interval_s * 2**self.failures, self.backoff_max_s)
+            log.warning(
+                "collector %s failed %d time(s) in a row; next try in %.1f s", self.name, self.failures, delay
+            )
         else:
             if self.failures:
                 log.info("collector %s works again after %d failure(s)", self.name, self.failures)

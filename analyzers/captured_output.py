@@ -60,32 +60,50 @@ def _last_sign_of_life(job: JobData, attempt: int, rank: int, fallback: float) -
     return float(hb["time"].max()) if not hb.empty else fallback
 
 
-def signalled_rank_findings(job: JobData, attempt: int, events: pd.DataFrame,
-                            raised: set[int]) -> list[Finding]:
+def signalled_rank_findings(
+    job: JobData, attempt: int, events: pd.DataFrame, raised: set[int]
+) -> list[Finding]:
     findings = []
     for _, row in events[events["kind"] == EVENT_RANK_EXIT].iterrows():
         d = _detail(row["detail"])
         sig = d.get("signal")
-        if (not d.get("first_observed") or not isinstance(sig, str) or sig in _STOP_SIGNALS
-                or pd.isna(row["rank"]) or int(row["rank"]) in raised):
+        if (
+            not d.get("first_observed")
+            or not isinstance(sig, str)
+            or sig in _STOP_SIGNALS
+            or pd.isna(row["rank"])
+            or int(row["rank"]) in raised
+        ):
             continue
         rank = int(row["rank"])
         culprit = _culprit(job, attempt, rank, row["node"])
         t = _last_sign_of_life(job, attempt, rank, float(row["time"]))
-        findings.append(Finding(attempt, Verdict(
-            Category.UNKNOWN, SIGNALLED_RANK_CONFIDENCE,
-            f"{where(culprit, [rank])} was killed by {sig} with no exception of its own "
-            f"(the launcher saw it fail first; a kernel OOM-kill line would make it host_oom); "
-            f"the other ranks' errors after {clock(t)} followed from it", culprit, t,
-            [Evidence(str(row["message"]), "launcher", float(row["time"]), rank)]),
-            fatal=True, ranks=(rank,)))
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    Category.UNKNOWN,
+                    SIGNALLED_RANK_CONFIDENCE,
+                    f"{where(culprit, [rank])} was killed by {sig} with no exception of its own "
+                    f"(the launcher saw it fail first; a kernel OOM-kill line would make it host_oom); "
+                    f"the other ranks' errors after {clock(t)} followed from it",
+                    culprit,
+                    t,
+                    [Evidence(str(row["message"]), "launcher", float(row["time"]), rank)],
+                ),
+                fatal=True,
+                ranks=(rank,),
+            )
+        )
     return findings
 
 
-def log_line_findings(job: JobData, attempt: int, events: pd.DataFrame,
-                      raised: set[int], *, hooked: bool) -> list[Finding]:
-    lines = events[(events["kind"] == EVENT_LOG_LINE)
-                   & ~events["rank"].isin(list(raised))].sort_values("time", kind="stable")
+def log_line_findings(
+    job: JobData, attempt: int, events: pd.DataFrame, raised: set[int], *, hooked: bool
+) -> list[Finding]:
+    lines = events[(events["kind"] == EVENT_LOG_LINE) & ~events["rank"].isin(list(raised))].sort_values(
+        "time", kind="stable"
+    )
     if lines.empty:
         return []
     v = LogClassifier("captured output", _RAW).feed_all(str(m) for m in lines["message"]).verdict()
@@ -99,15 +117,24 @@ def log_line_findings(job: JobData, attempt: int, events: pd.DataFrame,
     if v.culprit.gpu is not None and culprit.gpu is None:
         culprit = Culprit(rank=culprit.rank, node=culprit.node, gpu=v.culprit.gpu)
     match = classify_line(v.evidence[0].text)
-    evidence = [Evidence(e.text, "captured_output",
-                         float(rows.iloc[(e.line or 1) - 1]["time"]), e.rank, e.line)
-                for e in v.evidence]
+    evidence = [
+        Evidence(e.text, "captured_output", float(rows.iloc[(e.line or 1) - 1]["time"]), e.rank, e.line)
+        for e in v.evidence
+    ]
     what = match.description if match else v.category.value
-    summary = (f"{where(culprit, [rank] if rank is not None else [])} printed "
-               f"`{_body(v.evidence[0].text)}` at {clock(t)}: {what}")
-    return [Finding(attempt, Verdict(v.category, v.confidence, summary, culprit, t, evidence),
-                    fatal=True, symptom=hooked or bool(match and match.symptom),
-                    ranks=(rank,) if rank is not None else ())]
+    summary = (
+        f"{where(culprit, [rank] if rank is not None else [])} printed "
+        f"`{_body(v.evidence[0].text)}` at {clock(t)}: {what}"
+    )
+    return [
+        Finding(
+            attempt,
+            Verdict(v.category, v.confidence, summary, culprit, t, evidence),
+            fatal=True,
+            symptom=hooked or bool(match and match.symptom),
+            ranks=(rank,) if rank is not None else (),
+        )
+    ]
 
 
 def _body(text: str) -> str:
@@ -121,8 +148,7 @@ def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]
     findings: list[Finding] = []
     for attempt, events in mine.groupby("attempt"):
         a = int(attempt)
-        raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"]
-                     .dropna().astype(int))
+        raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"].dropna().astype(int))
         hooked = bool(((ev["attempt"] == a) & (ev["kind"] == "process_start")).any())
         findings += signalled_rank_findings(job, a, events, raised)
         findings += log_line_findings(job, a, events, raised, hooked=hooked)

@@ -19,8 +19,7 @@ from triage.taxonomy import Category
 from triage.verdict import Culprit, Verdict
 
 #: Categories that describe a degraded but running job: never the cause an attempt ended on.
-ADVISORY_CATEGORIES = frozenset({Category.GPU_THROTTLING, Category.PCIE_ERROR,
-                                 Category.STRAGGLER})
+ADVISORY_CATEGORIES = frozenset({Category.GPU_THROTTLING, Category.PCIE_ERROR, Category.STRAGGLER})
 
 
 @dataclass
@@ -75,8 +74,7 @@ def rank_culprit(job: JobData, attempt: int, rank: int | None) -> Culprit:
     row = job.rank_row(attempt, rank)
     if row is None:
         return Culprit(rank=rank)
-    return Culprit(rank=rank, node=_str(row["node"]), gpu=_int(row["gpu"]),
-                   uuid=_str(row["gpu_uuid"]))
+    return Culprit(rank=rank, node=_str(row["node"]), gpu=_int(row["gpu"]), uuid=_str(row["gpu_uuid"]))
 
 
 def common_node(job: JobData, attempt: int, ranks: Iterable[int]) -> Culprit:
@@ -85,14 +83,14 @@ def common_node(job: JobData, attempt: int, ranks: Iterable[int]) -> Culprit:
     return Culprit(node=nodes.pop()) if len(nodes) == 1 else Culprit()
 
 
-def gpu_culprit(job: JobData, attempt: int, node: str, gpu: int | None,
-                uuid: str | None = None) -> tuple[Culprit, tuple[int, ...]]:
+def gpu_culprit(
+    job: JobData, attempt: int, node: str, gpu: int | None, uuid: str | None = None
+) -> tuple[Culprit, tuple[int, ...]]:
     """The culprit for a fault on (node, gpu) and the job's ranks that ran on it."""
     ranks = tuple(job.ranks_on(attempt, node, gpu))
     if uuid is None and ranks:
         uuid = rank_culprit(job, attempt, ranks[0]).uuid
-    return Culprit(rank=ranks[0] if len(ranks) == 1 else None, node=node, gpu=gpu,
-                   uuid=uuid), ranks
+    return Culprit(rank=ranks[0] if len(ranks) == 1 else None, node=node, gpu=gpu, uuid=uuid), ranks
 
 
 def where(culprit: Culprit, ranks: Iterable[int] = ()) -> str:

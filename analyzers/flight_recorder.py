@@ -57,14 +57,15 @@ def _groups(detail: dict[str, object]) -> dict[str, GroupState]:
             continue
         colls = [c for c in g.get("collectives") or [] if isinstance(c, dict)]
         newest = max(colls, key=lambda c: c.get("seq", -1), default=None)
-        entered = max([int(newest["seq"]) if newest else -1,
-                       int(g.get("last_enqueued_collective", -1))])
+        entered = max([int(newest["seq"]) if newest else -1, int(g.get("last_enqueued_collective", -1))])
         completed = g.get("last_completed_collective")
         out[str(g.get("name"))] = GroupState(
-            entered, int(completed) if isinstance(completed, int) else None,
+            entered,
+            int(completed) if isinstance(completed, int) else None,
             str(newest.get("op", "")) if newest and int(newest["seq"]) == entered else "",
             float(newest["created"]) if newest and newest.get("created") else None,
-            _members(g.get("ranks")))
+            _members(g.get("ranks")),
+        )
     return out
 
 
@@ -87,8 +88,14 @@ def _dumps(job: JobData, attempt: int) -> tuple[dict[int, dict[str, object]], bo
     return out, bool((ev["kind"] == EVENT_FR_REQUEST).any())
 
 
-def _group_finding(job: JobData, attempt: int, name: str, states: dict[int, GroupState],
-                   dumps: dict[int, dict[str, object]], requested: bool) -> Finding | None:
+def _group_finding(
+    job: JobData,
+    attempt: int,
+    name: str,
+    states: dict[int, GroupState],
+    dumps: dict[int, dict[str, object]],
+    requested: bool,
+) -> Finding | None:
     # The recorder's "completed" counter is no guide on gloo (a collective aborted by the stop
     # counts as completed), so, as fr_trace does, the ranks that entered the newest collective
     # are taken to wait in it when any member never entered it.
@@ -96,8 +103,7 @@ def _group_finding(job: JobData, attempt: int, name: str, states: dict[int, Grou
     waiting = sorted(r for r, s in states.items() if s.entered == top)
     if top < 0:
         return None
-    behind = sorted((r for r, s in states.items() if s.entered < top),
-                    key=lambda r: (states[r].entered, r))
+    behind = sorted((r for r, s in states.items() if s.entered < top), key=lambda r: (states[r].entered, r))
     members = next((s.members for s in states.values() if s.members), None) or ()
     silent = sorted(set(members) - set(states)) if requested else []
     culprits, confidence = (behind, BEHIND_CONFIDENCE) if behind else (silent, SILENT_CONFIDENCE)
@@ -110,24 +116,38 @@ def _group_finding(job: JobData, attempt: int, name: str, states: dict[int, Grou
     culprit = rank_culprit(job, attempt, first)
     if behind:
         how = ", ".join(f"rank {r} at #{states[r].entered}" for r in behind[:8])
-        what = (f"{where(culprit, culprits)} never entered {op} #{top} of process group "
-                f"{name}, in which {ranks_phrase(waiting)} waited since {clock(t)} "
-                f"(Flight Recorder: {how})")
+        what = (
+            f"{where(culprit, culprits)} never entered {op} #{top} of process group "
+            f"{name}, in which {ranks_phrase(waiting)} waited since {clock(t)} "
+            f"(Flight Recorder: {how})"
+        )
     else:
-        what = (f"{where(culprit, culprits)} gave no Flight Recorder dump when asked (dead, or "
-                f"stuck where not even a background thread runs) while {ranks_phrase(waiting)} "
-                f"waited in {op} #{top} of process group {name} since {clock(t)}")
+        what = (
+            f"{where(culprit, culprits)} gave no Flight Recorder dump when asked (dead, or "
+            f"stuck where not even a background thread runs) while {ranks_phrase(waiting)} "
+            f"waited in {op} #{top} of process group {name} since {clock(t)}"
+        )
     frame = _main_frame(dumps.get(first, {}))
     if frame:
         what += f"; rank {first}'s main thread is at {frame}"
-    evidence = [Evidence(f"rank {r}: entered {states[r].op or 'collective'} #{states[r].entered}"
-                         f" of group {name}, completed #{states[r].completed}", "flight_recorder",
-                         states[r].created, r) for r in (behind + waiting)[:10]]
+    evidence = [
+        Evidence(
+            f"rank {r}: entered {states[r].op or 'collective'} #{states[r].entered}"
+            f" of group {name}, completed #{states[r].completed}",
+            "flight_recorder",
+            states[r].created,
+            r,
+        )
+        for r in (behind + waiting)[:10]
+    ]
     if frame:
-        evidence.append(Evidence(f"rank {first} main thread: {frame}", "flight_recorder", None,
-                                 first))
-    return Finding(attempt, Verdict(Category.COLLECTIVE_TIMEOUT, confidence, what, culprit, t,
-                                    evidence), fatal=True, ranks=tuple(culprits + waiting))
+        evidence.append(Evidence(f"rank {first} main thread: {frame}", "flight_recorder", None, first))
+    return Finding(
+        attempt,
+        Verdict(Category.COLLECTIVE_TIMEOUT, confidence, what, culprit, t, evidence),
+        fatal=True,
+        ranks=tuple(culprits + waiting),
+    )
 
 
 def flight_recorder_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
@@ -140,8 +160,11 @@ def flight_recorder_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]
         for rank, d in dumps.items():
             for name, state in _groups(d).items():
                 by_group.setdefault(name, {})[rank] = state
-        found = [f for name, states in sorted(by_group.items())
-                 if (f := _group_finding(job, attempt, name, states, dumps, requested))]
+        found = [
+            f
+            for name, states in sorted(by_group.items())
+            if (f := _group_finding(job, attempt, name, states, dumps, requested))
+        ]
         if found:  # the group whose stall started first holds the others up
             findings.append(min(found, key=lambda f: f.time))
     return findings

@@ -20,8 +20,16 @@ import pandas as pd
 
 from triage.store.job_data import JobData
 
-BADPUT_BUCKETS = ("initialization", "checkpoint_save", "checkpoint_load", "data_wait",
-                  "lost_progress", "detection_and_restart", "straggler_slowdown", "other")
+BADPUT_BUCKETS = (
+    "initialization",
+    "checkpoint_save",
+    "checkpoint_load",
+    "data_wait",
+    "lost_progress",
+    "detection_and_restart",
+    "straggler_slowdown",
+    "other",
+)
 
 
 @dataclass
@@ -42,12 +50,17 @@ class Goodput:
 
     def to_dict(self) -> dict[str, object]:
         r = self.ratio
-        return {"ratio": None if r is None else round(r, 4),
-                "productive_s": round(self.productive_s, 3), "total_s": round(self.total_s, 3),
-                "badput": {k: round(v, 3) for k, v in self.badput.items()},
-                "ideal_step_s": self.ideal_step_s, "interruptions": self.interruptions,
-                "mtbf_s": self.mtbf_s, "checkpoint_cost_s": self.checkpoint_cost_s,
-                "notes": list(self.notes)}
+        return {
+            "ratio": None if r is None else round(r, 4),
+            "productive_s": round(self.productive_s, 3),
+            "total_s": round(self.total_s, 3),
+            "badput": {k: round(v, 3) for k, v in self.badput.items()},
+            "ideal_step_s": self.ideal_step_s,
+            "interruptions": self.interruptions,
+            "mtbf_s": self.mtbf_s,
+            "checkpoint_cost_s": self.checkpoint_cost_s,
+            "notes": list(self.notes),
+        }
 
 
 def young_interval(checkpoint_cost_s: float, mtbf_s: float) -> float:
@@ -80,10 +93,17 @@ def _spans(events: pd.DataFrame, begin: str, end: str) -> pd.DataFrame:
     if ev.empty:
         return pd.DataFrame(columns=["attempt", "step", "start", "end"])
     g = ev.groupby(["attempt", "step"])
-    out = pd.DataFrame({
-        "start": ev[ev["kind"] == begin].groupby(["attempt", "step"])["time"].min(),
-        "end": ev[ev["kind"] == end].groupby(["attempt", "step"])["time"].max(),
-    }).reindex(g.size().index).dropna().reset_index()
+    out = (
+        pd.DataFrame(
+            {
+                "start": ev[ev["kind"] == begin].groupby(["attempt", "step"])["time"].min(),
+                "end": ev[ev["kind"] == end].groupby(["attempt", "step"])["time"].max(),
+            }
+        )
+        .reindex(g.size().index)
+        .dropna()
+        .reset_index()
+    )
     return out[out["end"] >= out["start"]]
 
 
@@ -92,7 +112,7 @@ def _redone(timeline: pd.DataFrame, attempts: list[int]) -> pd.Series:
     first_step = timeline.groupby("attempt")["step"].min()
     redone = pd.Series(False, index=timeline.index)
     for i, a in enumerate(attempts):
-        later = [first_step[b] for b in attempts[i + 1:] if b in first_step.index]
+        later = [first_step[b] for b in attempts[i + 1 :] if b in first_step.index]
         if later:
             resume = later[0]
             redone |= (timeline["attempt"] == a) & (timeline["step"] >= resume)
@@ -137,8 +157,7 @@ def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
         first = float(steps["start"].min()) if not steps.empty else s[1]
         last = float(steps["end"].max()) if not steps.empty else s[1]
         loading = loads[(loads["attempt"] == a) & (loads["end"] <= first)]
-        buckets["initialization"] += max(
-            0.0, first - s[0] - float((loading["end"] - loading["start"]).sum()))
+        buckets["initialization"] += max(0.0, first - s[0] - float((loading["end"] - loading["start"]).sum()))
         nxt = job.attempt_span(attempts[i + 1]) if i + 1 < len(attempts) else None
         if nxt is not None:
             buckets["detection_and_restart"] += max(0.0, nxt[0] - last)
@@ -153,8 +172,9 @@ def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
     if g.checkpoint_cost_s is None:
         g.notes.append("no checkpoint save recorded: no checkpoint interval can be recommended")
     elif g.mtbf_s is None:
-        g.notes.append("no failure observed yet: the MTBF, and so the optimal checkpoint "
-                       "interval, is unknown")
+        g.notes.append(
+            "no failure observed yet: the MTBF, and so the optimal checkpoint interval, is unknown"
+        )
     else:
         g.recommended_checkpoint_interval_s = daly_interval(g.checkpoint_cost_s, g.mtbf_s)
     return g

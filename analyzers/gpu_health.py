@@ -32,9 +32,12 @@ NON_FATAL_XIDS = frozenset({63, 92})
 #: 94 (contained: the application may go on), 74 (NVLink: can be sympathetic to the GPU at the
 #: other end), nor the application-side codes, whose own error ends the attempt anyway.
 IMMEDIATE_XIDS = frozenset(
-    xid for xid, (category, strength, _) in XID_TABLE.items()
+    xid
+    for xid, (category, strength, _) in XID_TABLE.items()
     if category in (Category.GPU_FALLEN_OFF_BUS, Category.GPU_MEMORY_ERROR)
-    and strength >= 0.9 and xid not in NON_FATAL_XIDS)
+    and strength >= 0.9
+    and xid not in NON_FATAL_XIDS
+)
 _NVLINK_XID = 74
 
 
@@ -72,8 +75,7 @@ def _run_start(job: JobData) -> float:
     return span[0] if span is not None else float("inf")
 
 
-def _owned(job: JobData, frame: pd.DataFrame, cfg: AnalyzerConfig
-           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _owned(job: JobData, frame: pd.DataFrame, cfg: AnalyzerConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows inside an attempt's window, with its number in `_attempt`; rows from before the
     run). Rows after the run are another job's and dropped."""
     owner = frame["time"].map(lambda t: evidence_attempt(job, float(t), cfg))
@@ -82,13 +84,15 @@ def _owned(job: JobData, frame: pd.DataFrame, cfg: AnalyzerConfig
     return inside, before
 
 
-def _kept_stepping(job: JobData, attempt: int, ranks: tuple[int, ...], t: float,
-                   cfg: AnalyzerConfig) -> tuple[int, float] | None:
+def _kept_stepping(
+    job: JobData, attempt: int, ranks: tuple[int, ...], t: float, cfg: AnalyzerConfig
+) -> tuple[int, float] | None:
     """(rank, time of its last step end) where a rank on the GPU completed steps well after
     `t`: a GPU that was really lost at `t` ends every step of its ranks there."""
     rs = job.rank_steps
-    rows = rs[(rs["attempt"] == attempt) & rs["rank"].isin(ranks)
-              & (rs["last_end"] > t + cfg.lost_gpu_slack_s)]
+    rows = rs[
+        (rs["attempt"] == attempt) & rs["rank"].isin(ranks) & (rs["last_end"] > t + cfg.lost_gpu_slack_s)
+    ]
     if rows.empty:
         return None
     r = rows.sort_values("last_end").iloc[-1]
@@ -105,8 +109,10 @@ def _not_lost_by(finding: Finding, job: JobData, cfg: AnalyzerConfig) -> Finding
     if kept is None:
         return finding
     rank, end = kept
-    v.summary += (f"; but rank {rank} on it kept completing steps until {clock(end)}, so it was "
-                  "not lost then and did not end the attempt")
+    v.summary += (
+        f"; but rank {rank} on it kept completing steps until {clock(end)}, so it was "
+        "not lost then and did not end the attempt"
+    )
     v.confidence = min(v.confidence, 0.5)
     finding.fatal = False
     return finding
@@ -129,8 +135,10 @@ def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         if xid == _NVLINK_XID and node in nvlink_nodes:
             if (node, attempt) in node_level:  # one node-level incident, with every GPU's lines
                 f = node_level[(node, attempt)]
-                f.verdict.evidence.extend(Evidence(str(r["text"]), str(r["source"]),
-                                                   float(r["time"])) for _, r in burst.head(5).iterrows())
+                f.verdict.evidence.extend(
+                    Evidence(str(r["text"]), str(r["source"]), float(r["time"]))
+                    for _, r in burst.head(5).iterrows()
+                )
                 continue
             gpu, strength = None, min(strength, 0.7)
         uuid = worst["uuid"] if gpu is not None and isinstance(worst["uuid"], str) else None
@@ -138,11 +146,13 @@ def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         code = f"Xid {xid}" if xid is not None else "NVML"
         shared = " (several GPUs of the node report it)" if gpu is None and xid == _NVLINK_XID else ""
         summary = f"{where(culprit, ranks)} reported {code}: {meaning}{shared} at {clock(t)}"
-        evidence = [Evidence(str(r["text"]), str(r["source"]), float(r["time"]))
-                    for _, r in burst.head(10).iterrows()]
+        evidence = [
+            Evidence(str(r["text"]), str(r["source"]), float(r["time"])) for _, r in burst.head(10).iterrows()
+        ]
         verdict = Verdict(category, strength, summary, culprit, t, evidence)
-        findings.append(_not_lost_by(Finding(attempt, verdict, fatal=xid not in NON_FATAL_XIDS,
-                                             ranks=ranks), job, cfg))
+        findings.append(
+            _not_lost_by(Finding(attempt, verdict, fatal=xid not in NON_FATAL_XIDS, ranks=ranks), job, cfg)
+        )
         if gpu is None and xid == _NVLINK_XID:
             node_level[(node, attempt)] = findings[-1]
     return findings
@@ -156,11 +166,19 @@ def _inherited_xids(job: JobData, bursts: list[tuple], cfg: AnalyzerConfig) -> l
             continue
         gpu = None if pd.isna(worst["gpu"]) else int(worst["gpu"])
         code = f"Xid {int(worst['xid'])}" if not pd.isna(worst["xid"]) else "NVML"
-        evidence = [Evidence(str(r["text"]), str(r["source"]), float(r["time"]))
-                    for _, r in burst.head(5).iterrows()]
-        found += inherited_findings(job, str(worst["node"]), gpu, category,
-                                    float(burst["time"].min()), f"reported {code} ({meaning})",
-                                    evidence, cfg)
+        evidence = [
+            Evidence(str(r["text"]), str(r["source"]), float(r["time"])) for _, r in burst.head(5).iterrows()
+        ]
+        found += inherited_findings(
+            job,
+            str(worst["node"]),
+            gpu,
+            category,
+            float(burst["time"].min()),
+            f"reported {code} ({meaning})",
+            evidence,
+            cfg,
+        )
     return found
 
 
@@ -169,20 +187,21 @@ def _nvlink_shared_nodes(bursts: list, gap_s: float) -> set[str]:
     by_node: dict[str, list[tuple[float, float, object]]] = defaultdict(list)
     for _, _, _, worst, burst in bursts:
         if not pd.isna(worst["xid"]) and int(worst["xid"]) == _NVLINK_XID:
-            by_node[str(worst["node"])].append((burst["time"].min(), burst["time"].max(),
-                                                worst["gpu"]))
+            by_node[str(worst["node"])].append((burst["time"].min(), burst["time"].max(), worst["gpu"]))
     shared = set()
     for node, spans in by_node.items():
         for i, (s1, e1, g1) in enumerate(spans):
-            if any(g1 != g2 and s2 <= e1 + gap_s and s1 <= e2 + gap_s
-                   for s2, e2, g2 in spans[i + 1:]):
+            if any(g1 != g2 and s2 <= e1 + gap_s and s1 <= e2 + gap_s for s2, e2, g2 in spans[i + 1 :]):
                 shared.add(node)
     return shared
 
 
 def _reasons(mask: int) -> str:
-    names = [name.removeprefix("clock_event_").replace("_", " ")
-             for name, bit in CLOCK_EVENT_BITS.items() if mask & bit]
+    names = [
+        name.removeprefix("clock_event_").replace("_", " ")
+        for name, bit in CLOCK_EVENT_BITS.items()
+        if mask & bit
+    ]
     return ", ".join(names) or "none"
 
 
@@ -192,8 +211,7 @@ def throttled_gpus(job: JobData, cfg: AnalyzerConfig) -> pd.DataFrame:
     if h.empty:
         return h
     share = h["throttled_samples"] / h["samples"].clip(lower=1)
-    return h[(h["throttled_samples"] >= cfg.throttle_min_samples)
-             & (share >= cfg.throttle_min_share)]
+    return h[(h["throttled_samples"] >= cfg.throttle_min_samples) & (share >= cfg.throttle_min_share)]
 
 
 def sample_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
@@ -204,60 +222,135 @@ def sample_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         node, gpu = str(g["node"]), int(g["gpu"])
         uuid = g["uuid"] if isinstance(g["uuid"], str) else None
 
-        def add(category: Category, confidence: float, t: float, what: str, text: str,
-                fatal: bool) -> None:
+        def add(
+            category: Category,
+            confidence: float,
+            t: float,
+            what: str,
+            text: str,
+            fatal: bool,
+            node: str = node,
+            gpu: int = gpu,
+            uuid: str | None = uuid,
+        ) -> None:
             attempt = evidence_attempt(job, t, cfg)
             if attempt is None:
                 if t < _run_start(job) and (fatal or category is Category.GPU_MEMORY_ERROR):
-                    findings.extend(inherited_findings(job, node, gpu, category, t, what,
-                                                       [Evidence(text, "nvml", t)], cfg))
+                    findings.extend(
+                        inherited_findings(
+                            job, node, gpu, category, t, what, [Evidence(text, "nvml", t)], cfg
+                        )
+                    )
                 return
             culprit, ranks = gpu_culprit(job, attempt, node, gpu, uuid)
-            findings.append(_not_lost_by(Finding(attempt, Verdict(
-                category, confidence, f"{where(culprit, ranks)} {what} at {clock(t)}", culprit,
-                t, [Evidence(text, "nvml", t)]), fatal=fatal, ranks=ranks), job, cfg))
+            findings.append(
+                _not_lost_by(
+                    Finding(
+                        attempt,
+                        Verdict(
+                            category,
+                            confidence,
+                            f"{where(culprit, ranks)} {what} at {clock(t)}",
+                            culprit,
+                            t,
+                            [Evidence(text, "nvml", t)],
+                        ),
+                        fatal=fatal,
+                        ranks=ranks,
+                    ),
+                    job,
+                    cfg,
+                )
+            )
 
         up0 = g["up_at_first_sample"]
         if pd.notna(g["lost_time"]) and pd.notna(up0) and not bool(up0):
-            findings.extend(inherited_findings(
-                job, node, gpu, Category.GPU_FALLEN_OFF_BUS, float(g["lost_time"]),
-                "was already lost when the agent first sampled it", [Evidence(
-                    "NVML: GPU is lost (from the first sample)", "nvml",
-                    float(g["lost_time"]))], cfg, applies_from=-math.inf))
+            findings.extend(
+                inherited_findings(
+                    job,
+                    node,
+                    gpu,
+                    Category.GPU_FALLEN_OFF_BUS,
+                    float(g["lost_time"]),
+                    "was already lost when the agent first sampled it",
+                    [Evidence("NVML: GPU is lost (from the first sample)", "nvml", float(g["lost_time"]))],
+                    cfg,
+                    applies_from=-math.inf,
+                )
+            )
         elif pd.notna(g["lost_time"]):
-            add(Category.GPU_FALLEN_OFF_BUS, 0.9, g["lost_time"], "stopped answering NVML",
-                "NVML: GPU is lost", True)
+            add(
+                Category.GPU_FALLEN_OFF_BUS,
+                0.9,
+                g["lost_time"],
+                "stopped answering NVML",
+                "NVML: GPU is lost",
+                True,
+            )
         if pd.notna(g["ecc_first"]):
             grew = _n(g["ecc_uncorrected"]) > _n(g["ecc_uncorrected_at_start"])
-            add(Category.GPU_MEMORY_ERROR, 0.85 if grew else 0.6, g["ecc_first"],
+            add(
+                Category.GPU_MEMORY_ERROR,
+                0.85 if grew else 0.6,
+                g["ecc_first"],
                 f"had {int(g['ecc_uncorrected'])} uncorrectable ECC error(s)",
-                f"ecc_uncorrected_volatile={int(g['ecc_uncorrected'])}", bool(grew))
+                f"ecc_uncorrected_volatile={int(g['ecc_uncorrected'])}",
+                bool(grew),
+            )
         if pd.notna(g["remap_failure_first"]):
-            add(Category.GPU_MEMORY_ERROR, 0.9, g["remap_failure_first"],
-                "failed to remap a memory row (RMA candidate)", "remapped_rows_failure=true", True)
+            add(
+                Category.GPU_MEMORY_ERROR,
+                0.9,
+                g["remap_failure_first"],
+                "failed to remap a memory row (RMA candidate)",
+                "remapped_rows_failure=true",
+                True,
+            )
         if pd.notna(g["nvlink_first"]):
-            add(Category.NVLINK_ERROR, 0.7 if _n(g["nvlink_recovery_growth"]) > 0 else 0.6,
-                g["nvlink_first"], "saw NVLink error counters rise",
+            add(
+                Category.NVLINK_ERROR,
+                0.7 if _n(g["nvlink_recovery_growth"]) > 0 else 0.6,
+                g["nvlink_first"],
+                "saw NVLink error counters rise",
                 f"nvlink crc +{_n(g['nvlink_crc_growth'])}, replay +{_n(g['nvlink_replay_growth'])},"
-                f" recovery +{_n(g['nvlink_recovery_growth'])}", False)
+                f" recovery +{_n(g['nvlink_recovery_growth'])}",
+                False,
+            )
         if pd.notna(g["pcie_width_first"]):
-            add(Category.PCIE_ERROR, 0.7, g["pcie_width_first"],
+            add(
+                Category.PCIE_ERROR,
+                0.7,
+                g["pcie_width_first"],
                 f"ran its PCIe link at x{_n(g['pcie_link_width'])} of x{_n(g['pcie_link_width_max'])}",
                 f"pcie_link_width={_n(g['pcie_link_width'])} max={_n(g['pcie_link_width_max'])}",
-                False)
+                False,
+            )
         if pd.notna(g["pcie_replay_first"]):
-            add(Category.PCIE_ERROR, 0.6, g["pcie_replay_first"],
+            add(
+                Category.PCIE_ERROR,
+                0.6,
+                g["pcie_replay_first"],
                 f"saw {_n(g['pcie_replay_growth'])} PCIe replays",
-                f"pcie_replay_total +{_n(g['pcie_replay_growth'])}", False)
+                f"pcie_replay_total +{_n(g['pcie_replay_growth'])}",
+                False,
+            )
         if (node, gpu) in throttled:
             share = g["throttled_samples"] / max(1, g["samples"])
-            temp = (f", up to {g['max_temperature_celsius']:.0f} C"
-                    if pd.notna(g["max_temperature_celsius"]) else "")
-            add(Category.GPU_THROTTLING, min(0.95, 0.6 + 0.4 * share), g["throttle_first"],
+            temp = (
+                f", up to {g['max_temperature_celsius']:.0f} C"
+                if pd.notna(g["max_temperature_celsius"])
+                else ""
+            )
+            add(
+                Category.GPU_THROTTLING,
+                min(0.95, 0.6 + 0.4 * share),
+                g["throttle_first"],
                 f"was throttled ({_reasons(int(g['throttle_reasons']))}) in {share:.0%} of "
                 f"samples{temp}, from",
                 f"clock_event_reasons={int(g['throttle_reasons']):#x} in "
-                f"{int(g['throttled_samples'])}/{int(g['samples'])} samples", False)
+                f"{int(g['throttled_samples'])}/{int(g['samples'])} samples",
+                False,
+            )
     return findings
 
 

@@ -15,7 +15,12 @@ import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import (
-    Finding, clock, common_node, rank_culprit, ranks_phrase, where,
+    Finding,
+    clock,
+    common_node,
+    rank_culprit,
+    ranks_phrase,
+    where,
 )
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
@@ -71,8 +76,12 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     failed = set(ev.loc[ev["kind"] == "exception", "rank"].dropna().astype(int))
     exited = set(ev.loc[ev["kind"] == "exit", "rank"].dropna().astype(int))
     clean = [r for r in st.index if int(r) in exited and int(r) not in failed]
-    blocked_at_end = (~st["alive"] & st["inflight_seq"].notna() & ~st.index.isin(clean)
-                      & ((st["time"] - st["inflight_since"]) >= cfg.blocked_at_end_s))
+    blocked_at_end = (
+        ~st["alive"]
+        & st["inflight_seq"].notna()
+        & ~st.index.isin(clean)
+        & ((st["time"] - st["inflight_since"]) >= cfg.blocked_at_end_s)
+    )
     stalled = st[(st["stall_s"] > threshold) | blocked_at_end]
     if stalled.empty:
         return None
@@ -80,16 +89,30 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     if waiting.empty:
         t = float(stalled["last_progress"].min())
         ranks = sorted(int(r) for r in stalled.index)
-        return Finding(attempt, Verdict(
-            Category.COLLECTIVE_TIMEOUT, 0.55,
-            f"{ranks_phrase(ranks)} made no step progress for "
-            f"{stalled['stall_s'].max():.0f} s (threshold {threshold:.0f} s) while still "
-            f"heartbeating, outside any recorded collective; last progress at {clock(t)}",
-            Culprit(), t, [Evidence(f"rank {int(r)}: no step since {clock(row['last_progress'])}, "
-                                    f"last heartbeat {clock(row['time'])}", "heartbeats",
-                                    float(row["time"]), int(r))
-                           for r, row in stalled.head(10).iterrows()]),
-            fatal=True, ranks=tuple(ranks))
+        return Finding(
+            attempt,
+            Verdict(
+                Category.COLLECTIVE_TIMEOUT,
+                0.55,
+                f"{ranks_phrase(ranks)} made no step progress for "
+                f"{stalled['stall_s'].max():.0f} s (threshold {threshold:.0f} s) while still "
+                f"heartbeating, outside any recorded collective; last progress at {clock(t)}",
+                Culprit(),
+                t,
+                [
+                    Evidence(
+                        f"rank {int(r)}: no step since {clock(row['last_progress'])}, "
+                        f"last heartbeat {clock(row['time'])}",
+                        "heartbeats",
+                        float(row["time"]),
+                        int(r),
+                    )
+                    for r, row in stalled.head(10).iterrows()
+                ],
+            ),
+            fatal=True,
+            ranks=tuple(ranks),
+        )
     key = waiting.groupby(["inflight_group", "inflight_seq"]).size().idxmax()
     group, seq = str(key[0]), int(key[1])
     waiters = waiting[(waiting["inflight_group"] == group) & (waiting["inflight_seq"] == seq)]
@@ -103,29 +126,56 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     culprits = sorted(int(r) for r in missing.index)
     waited_s = float((waiters["alive_until"] - waiters["inflight_since"]).max())
     waiter_ranks = sorted(int(r) for r in waiters.index)
-    evidence = [Evidence(f"rank {int(r)} waiting in {op} #{seq} (group {group}) since "
-                         f"{clock(row['inflight_since'])}", "heartbeats", float(row["time"]), int(r))
-                for r, row in waiters.head(5).iterrows()]
+    evidence = [
+        Evidence(
+            f"rank {int(r)} waiting in {op} #{seq} (group {group}) since {clock(row['inflight_since'])}",
+            "heartbeats",
+            float(row["time"]),
+            int(r),
+        )
+        for r, row in waiters.head(5).iterrows()
+    ]
     for r, row in missing.head(5).iterrows():
         hb = st["time"].get(r)
         seen = f", last heartbeat at {clock(hb)}" if hb is not None and not math.isnan(hb) else ""
-        evidence.append(Evidence(
-            f"rank {int(r)} last entered {row['last_op']} #{int(row['last_entered_seq'])} "
-            f"(group {group}){seen}", "collectives", float(row["last_enter_time"]), int(r)))
-    consequences = [f"rank {int(r)}: waiting in {op} #{seq} (group {group}) since "
-                    f"{clock(row['inflight_since'])}" for r, row in waiters.iterrows()][:50]
+        evidence.append(
+            Evidence(
+                f"rank {int(r)} last entered {row['last_op']} #{int(row['last_entered_seq'])} "
+                f"(group {group}){seen}",
+                "collectives",
+                float(row["last_enter_time"]),
+                int(r),
+            )
+        )
+    consequences = [
+        f"rank {int(r)}: waiting in {op} #{seq} (group {group}) since {clock(row['inflight_since'])}"
+        for r, row in waiters.iterrows()
+    ][:50]
     if culprits and len(culprits) * 2 < len(members):
-        culprit = (rank_culprit(job, attempt, culprits[0]) if len(culprits) == 1
-                   else common_node(job, attempt, culprits))
-        summary = (f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
-                   f"{waited_s:.0f} s from {clock(since)}, waiting for {where(culprit, culprits)},"
-                   f" which never entered it")
-        return Finding(attempt, Verdict(Category.COLLECTIVE_TIMEOUT, 0.85, summary, culprit, since,
-                                        evidence, consequences),
-                       fatal=True, ranks=tuple(culprits + waiter_ranks))
-    summary = (f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
-               f"{waited_s:.0f} s from {clock(since)}; every member entered it, so the "
-               f"transport or a kernel on one of them stalled")
-    return Finding(attempt, Verdict(Category.COLLECTIVE_TIMEOUT, 0.6, summary, Culprit(), since,
-                                    evidence, consequences), fatal=True, ranks=tuple(waiter_ranks))
-
+        culprit = (
+            rank_culprit(job, attempt, culprits[0])
+            if len(culprits) == 1
+            else common_node(job, attempt, culprits)
+        )
+        summary = (
+            f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
+            f"{waited_s:.0f} s from {clock(since)}, waiting for {where(culprit, culprits)},"
+            f" which never entered it"
+        )
+        return Finding(
+            attempt,
+            Verdict(Category.COLLECTIVE_TIMEOUT, 0.85, summary, culprit, since, evidence, consequences),
+            fatal=True,
+            ranks=tuple(culprits + waiter_ranks),
+        )
+    summary = (
+        f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
+        f"{waited_s:.0f} s from {clock(since)}; every member entered it, so the "
+        f"transport or a kernel on one of them stalled"
+    )
+    return Finding(
+        attempt,
+        Verdict(Category.COLLECTIVE_TIMEOUT, 0.6, summary, Culprit(), since, evidence, consequences),
+        fatal=True,
+        ranks=tuple(waiter_ranks),
+    )

@@ -51,17 +51,24 @@ def _cleared_between(job: JobData, node: str, gpu: int | None, t0: float, t1: fl
     h = job.node_health
     if h.empty:
         return False
-    rows = h[(h["node"] == node) & (h["state"] == CLEARED) & (h["time"] >= t0)
-             & (h["time"] < t1)]
+    rows = h[(h["node"] == node) & (h["state"] == CLEARED) & (h["time"] >= t0) & (h["time"] < t1)]
     if gpu is not None:
         rows = rows[rows["gpu"].isna() | (rows["gpu"] == gpu)]
     return not rows.empty
 
 
-def inherited_findings(job: JobData, node: str, gpu: int | None, category: Category, t: float,
-                       what: str, evidence: list[Evidence], cfg: AnalyzerConfig,
-                       source: str | None = None, applies_from: float | None = None
-                       ) -> list[Finding]:
+def inherited_findings(
+    job: JobData,
+    node: str,
+    gpu: int | None,
+    category: Category,
+    t: float,
+    what: str,
+    evidence: list[Evidence],
+    cfg: AnalyzerConfig,
+    source: str | None = None,
+    applies_from: float | None = None,
+) -> list[Finding]:
     """One non-fatal finding per attempt whose ranks ran on (node, gpu) once the condition
     seen at `t` held there: attempts started after `applies_from` (default: `t` plus the
     evidence lead, i.e. after it arose); none for attempts that did not use it."""
@@ -77,10 +84,18 @@ def inherited_findings(job: JobData, node: str, gpu: int | None, category: Categ
             continue
         place = f"GPU {gpu} of {node}" if gpu is not None else node
         when = "before" if t < span[0] else "as"
-        summary = (f"job placed on {place} ({ranks_phrase(ranks)}), which {what} at "
-                   f"{clock(t)}{source}, {when} attempt {attempt} started at {clock(span[0])}")
-        found.append(Finding(attempt, Verdict(category, _CONFIDENCE, summary, culprit, span[0],
-                                              evidence[:5]), fatal=False, ranks=ranks))
+        summary = (
+            f"job placed on {place} ({ranks_phrase(ranks)}), which {what} at "
+            f"{clock(t)}{source}, {when} attempt {attempt} started at {clock(span[0])}"
+        )
+        found.append(
+            Finding(
+                attempt,
+                Verdict(category, _CONFIDENCE, summary, culprit, span[0], evidence[:5]),
+                fatal=False,
+                ranks=ranks,
+            )
+        )
     return found
 
 
@@ -88,8 +103,10 @@ def ledger_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     """Quarantines that stood uncleared when an attempt was placed on the node or GPU."""
     if job.node_health.empty:
         return []
-    entries = [HealthEntry.from_row({k: (None if _missing(v) else v) for k, v in row.items()})
-               for row in job.node_health.to_dict("records")]
+    entries = [
+        HealthEntry.from_row({k: (None if _missing(v) else v) for k, v in row.items()})
+        for row in job.node_health.to_dict("records")
+    ]
     found: list[Finding] = []
     for attempt in job.attempts:
         span = job.attempt_span(attempt)
@@ -99,15 +116,27 @@ def ledger_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             for q in standing:
                 gpu = None if q.gpu is None else int(q.gpu)
                 who = f" (job {q.job_id})" if q.job_id else ""
-                ev = [Evidence(f"node health ledger: {q.where} quarantined: {q.reason}",
-                               "node_health", q.time)]
-                found += [f for f in inherited_findings(
-                    job, node, gpu, Category.parse(q.category), q.time,
-                    f"was quarantined ({q.reason})", ev, cfg, who, applies_from=-math.inf)
-                    if f.attempt == attempt]
+                ev = [
+                    Evidence(f"node health ledger: {q.where} quarantined: {q.reason}", "node_health", q.time)
+                ]
+                found += [
+                    f
+                    for f in inherited_findings(
+                        job,
+                        node,
+                        gpu,
+                        Category.parse(q.category),
+                        q.time,
+                        f"was quarantined ({q.reason})",
+                        ev,
+                        cfg,
+                        who,
+                        applies_from=-math.inf,
+                    )
+                    if f.attempt == attempt
+                ]
     return found
 
 
 def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
-

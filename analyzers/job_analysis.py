@@ -85,8 +85,7 @@ def _alive(job: JobData, attempt: int, cfg: AnalyzerConfig) -> bool:
 def _all_exited(job: JobData, attempt: int) -> bool:
     ranks = set(job.ranks.loc[job.ranks["attempt"] == attempt, "rank"].astype(int))
     ev = job.events
-    exited = set(ev.loc[(ev["attempt"] == attempt) & (ev["kind"] == "exit"), "rank"]
-                 .dropna().astype(int))
+    exited = set(ev.loc[(ev["attempt"] == attempt) & (ev["kind"] == "exit"), "rank"].dropna().astype(int))
     return bool(ranks) and ranks <= exited
 
 
@@ -118,10 +117,15 @@ def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
     rs = job.rank_steps[job.rank_steps["attempt"] == attempt]
     span = job.attempt_span(attempt)
     return AttemptSummary(
-        attempt, status, int(r["rank"].nunique()), sorted(str(n) for n in r["node"].unique()),
-        span[0] if span else None, span[1] if span else None,
+        attempt,
+        status,
+        int(r["rank"].nunique()),
+        sorted(str(n) for n in r["node"].unique()),
+        span[0] if span else None,
+        span[1] if span else None,
         int(rs["first_step"].min()) if not rs.empty else None,
-        int(rs["last_step"].max()) if not rs.empty else None)
+        int(rs["last_step"].max()) if not rs.empty else None,
+    )
 
 
 def _gpu_table(job: JobData, cfg: AnalyzerConfig) -> list[dict[str, object]]:
@@ -136,19 +140,25 @@ def _gpu_table(job: JobData, cfg: AnalyzerConfig) -> list[dict[str, object]]:
     for (node, gpu), on in last.dropna(subset=["gpu"]).groupby(["node", "gpu"]):
         key = (node, int(gpu))
         h = health.loc[key] if health is not None and key in health.index else None
-        rows.append({
-            "node": str(node), "gpu": int(gpu),
-            "uuid": next((u for u in on["gpu_uuid"] if isinstance(u, str)), None),
-            "ranks": sorted(int(x) for x in on["rank"]),
-            "samples": int(h["samples"]) if h is not None else 0,
-            "max_temperature_celsius": _num(h, "max_temperature_celsius"),
-            "throttled_share": (round(float(h["throttled_samples"]) / max(1, int(h["samples"])), 3)
-                                if h is not None else None),
-            "throttling": key in throttled,
-            "ecc_uncorrected": _num(h, "ecc_uncorrected"),
-            "xid_events": int(xids.get(key, 0)),
-            "lost": bool(h is not None and pd.notna(h["lost_time"])),
-        })
+        rows.append(
+            {
+                "node": str(node),
+                "gpu": int(gpu),
+                "uuid": next((u for u in on["gpu_uuid"] if isinstance(u, str)), None),
+                "ranks": sorted(int(x) for x in on["rank"]),
+                "samples": int(h["samples"]) if h is not None else 0,
+                "max_temperature_celsius": _num(h, "max_temperature_celsius"),
+                "throttled_share": (
+                    round(float(h["throttled_samples"]) / max(1, int(h["samples"])), 3)
+                    if h is not None
+                    else None
+                ),
+                "throttling": key in throttled,
+                "ecc_uncorrected": _num(h, "ecc_uncorrected"),
+                "xid_events": int(xids.get(key, 0)),
+                "lost": bool(h is not None and pd.notna(h["lost_time"])),
+            }
+        )
     return rows
 
 
@@ -165,9 +175,11 @@ def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
     symptom, such as a launcher's guess that a SIGKILL was the OOM killer, does not); a timeout
     or transport error that names no culprit gets that rank as its culprit (the peer that
     stopped answering)."""
-    blamed = {(f.attempt, f.verdict.culprit.rank) for f in findings
-              if f.verdict.category is not Category.UNKNOWN and f.verdict.culprit.rank is not None
-              and not f.symptom}
+    blamed = {
+        (f.attempt, f.verdict.culprit.rank)
+        for f in findings
+        if f.verdict.category is not Category.UNKNOWN and f.verdict.culprit.rank is not None and not f.symptom
+    }
     kept = []
     for f in findings:
         v = f.verdict
@@ -176,9 +188,17 @@ def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
         elif (f.attempt, v.culprit.rank) in blamed:
             continue
         else:
-            orphan = next((g for g in findings if g.attempt == f.attempt and g.fatal
-                           and g.verdict.category in _CULPRITLESS_SYMPTOMS
-                           and g.verdict.culprit.rank is None), None)
+            orphan = next(
+                (
+                    g
+                    for g in findings
+                    if g.attempt == f.attempt
+                    and g.fatal
+                    and g.verdict.category in _CULPRITLESS_SYMPTOMS
+                    and g.verdict.culprit.rank is None
+                ),
+                None,
+            )
             if orphan is None:
                 kept.append(f)
                 continue
@@ -191,23 +211,37 @@ def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
 def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     stragglers = straggler_analysis(job, cfg)
     findings: list[Finding] = [
-        *gpu_health_findings(job, cfg), *numerical_findings(job, cfg), *sdc_findings(job, cfg),
-        *hang_findings(job, cfg), *log_findings(job, cfg), *lifecycle_findings(job, cfg),
-        *captured_output_findings(job, cfg), *flight_recorder_findings(job, cfg),
-        *stragglers.findings, *ledger_findings(job, cfg),
+        *gpu_health_findings(job, cfg),
+        *numerical_findings(job, cfg),
+        *sdc_findings(job, cfg),
+        *hang_findings(job, cfg),
+        *log_findings(job, cfg),
+        *lifecycle_findings(job, cfg),
+        *captured_output_findings(job, cfg),
+        *flight_recorder_findings(job, cfg),
+        *stragglers.findings,
+        *ledger_findings(job, cfg),
     ]
     findings = _drop_vague_duplicates(findings)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
     # a job without hooks records no exits: the supervisor's "completed" is its clean end
-    ended_silently = {a for a in job.attempts if not alive[a] and not _all_exited(job, a)
-                      and _recorded_status(job, a) != "completed"}
+    ended_silently = {
+        a
+        for a in job.attempts
+        if not alive[a] and not _all_exited(job, a) and _recorded_status(job, a) != "completed"
+    }
     incidents = attribute(job, findings, cfg, ended_silently)
     roots = {i.attempt: i for i in incidents if i.root}
-    attempts = [_attempt_summary(job, a, _status(job, a, roots.get(a), alive[a]))
-                for a in job.attempts]
+    attempts = [_attempt_summary(job, a, _status(job, a, roots.get(a), alive[a])) for a in job.attempts]
     goodput = compute_goodput(job, {a for a in job.attempts if a in roots and not alive[a]})
     latest = max((s.attempt for s in stragglers.scores), default=None)
-    return JobAnalysis(job.job_id, job.run_id, attempts[-1].status if attempts else "failed", attempts,
-                       incidents, goodput,
-                       [s for s in stragglers.scores if s.attempt == latest],
-                       _gpu_table(job, cfg))
+    return JobAnalysis(
+        job.job_id,
+        job.run_id,
+        attempts[-1].status if attempts else "failed",
+        attempts,
+        incidents,
+        goodput,
+        [s for s in stragglers.scores if s.attempt == latest],
+        _gpu_table(job, cfg),
+    )

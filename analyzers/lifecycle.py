@@ -29,12 +29,25 @@ def preemption_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         if not ranks or not ranks <= got:
             continue
         t = float(ev["time"].min())
-        findings.append(Finding(attempt, Verdict(
-            Category.PREEMPTION, 0.85,
-            f"every rank ({ranks_phrase(ranks)}) received SIGTERM from {clock(t)} with no "
-            f"fault before it: the job was stopped from outside", Culprit(), t,
-            [Evidence(str(r["message"]), "event", float(r["time"]), int(r["rank"]))
-             for _, r in ev.head(5).iterrows()]), fatal=True, ranks=tuple(sorted(ranks))))
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    Category.PREEMPTION,
+                    0.85,
+                    f"every rank ({ranks_phrase(ranks)}) received SIGTERM from {clock(t)} with no "
+                    f"fault before it: the job was stopped from outside",
+                    Culprit(),
+                    t,
+                    [
+                        Evidence(str(r["message"]), "event", float(r["time"]), int(r["rank"]))
+                        for _, r in ev.head(5).iterrows()
+                    ],
+                ),
+                fatal=True,
+                ranks=tuple(sorted(ranks)),
+            )
+        )
     return findings
 
 
@@ -45,9 +58,11 @@ def node_failure_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         ranks = job.ranks[job.ranks["attempt"] == attempt]
         if ranks["node"].nunique() < 2:
             continue
-        ended = set(job.events.loc[(job.events["attempt"] == attempt)
-                                   & job.events["kind"].isin(_ENDINGS), "rank"].dropna()
-                    .astype(int))
+        ended = set(
+            job.events.loc[(job.events["attempt"] == attempt) & job.events["kind"].isin(_ENDINGS), "rank"]
+            .dropna()
+            .astype(int)
+        )
         for node, on in ranks.groupby("node"):
             mine = [int(r) for r in on["rank"]]
             if not set(mine) <= set(hb.index) or set(mine) & ended:
@@ -59,15 +74,28 @@ def node_failure_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             if others.max() <= last.max() + cfg.heartbeat_stale_s:
                 continue
             t = float(last.min())
-            findings.append(Finding(attempt, Verdict(
-                Category.NODE_FAILURE, 0.8,
-                f"node {node} vanished at {clock(t)}: the heartbeats of all its ranks "
-                f"({ranks_phrase(mine)}) stopped together with no error or exit recorded, while "
-                f"the other nodes' ranks lived on for {others.max() - last.max():.0f} s",
-                Culprit(node=str(node)), t,
-                [Evidence(f"rank {r}: last heartbeat at {clock(hb[r])}", "heartbeats",
-                          float(hb[r]), r) for r in mine[:8]]),
-                fatal=True, ranks=tuple(mine)))
+            findings.append(
+                Finding(
+                    attempt,
+                    Verdict(
+                        Category.NODE_FAILURE,
+                        0.8,
+                        f"node {node} vanished at {clock(t)}: the heartbeats of all its ranks "
+                        f"({ranks_phrase(mine)}) stopped together with no error or exit recorded, while "
+                        f"the other nodes' ranks lived on for {others.max() - last.max():.0f} s",
+                        Culprit(node=str(node)),
+                        t,
+                        [
+                            Evidence(
+                                f"rank {r}: last heartbeat at {clock(hb[r])}", "heartbeats", float(hb[r]), r
+                            )
+                            for r in mine[:8]
+                        ],
+                    ),
+                    fatal=True,
+                    ranks=tuple(mine),
+                )
+            )
     return findings
 
 
@@ -78,9 +106,11 @@ def vanished_rank_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         # a rank that died before its first heartbeat was written: its start is its last sign
         started = job.ranks[job.ranks["attempt"] == attempt].set_index("rank")["start_time"]
         hb = hb.combine_first(started).dropna()
-        ended = set(job.events.loc[(job.events["attempt"] == attempt)
-                                   & job.events["kind"].isin(_ENDINGS), "rank"].dropna()
-                    .astype(int))
+        ended = set(
+            job.events.loc[(job.events["attempt"] == attempt) & job.events["kind"].isin(_ENDINGS), "rank"]
+            .dropna()
+            .astype(int)
+        )
         silent = [int(r) for r in hb.index if int(r) not in ended]
         if len(silent) != 1 or len(hb) < 2:
             continue  # none, or several at once (a node: see node_failure_findings)
@@ -90,16 +120,32 @@ def vanished_rank_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             continue  # everyone stopped about together: nothing singles this rank out
         t = float(hb[r])
         culprit = rank_culprit(job, attempt, r)
-        findings.append(Finding(attempt, Verdict(
-            Category.UNKNOWN, 0.6,
-            f"{where(culprit, [r])} ended abruptly at {clock(t)} with no exception or exit "
-            f"recorded (SIGKILL or a native crash; the kernel log would tell an OOM kill) while "
-            f"the other ranks lived on for {others.max() - t:.0f} s", culprit, t,
-            [Evidence(f"rank {r}: last heartbeat at {clock(t)}, no exit or exception recorded",
-                      "heartbeats", t, r)]), fatal=True, ranks=(r,)))
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    Category.UNKNOWN,
+                    0.6,
+                    f"{where(culprit, [r])} ended abruptly at {clock(t)} with no exception or exit "
+                    f"recorded (SIGKILL or a native crash; the kernel log would tell an OOM kill) while "
+                    f"the other ranks lived on for {others.max() - t:.0f} s",
+                    culprit,
+                    t,
+                    [
+                        Evidence(
+                            f"rank {r}: last heartbeat at {clock(t)}, no exit or exception recorded",
+                            "heartbeats",
+                            t,
+                            r,
+                        )
+                    ],
+                ),
+                fatal=True,
+                ranks=(r,),
+            )
+        )
     return findings
 
 
 def lifecycle_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
-    return (preemption_findings(job, cfg) + node_failure_findings(job, cfg)
-            + vanished_rank_findings(job, cfg))
+    return preemption_findings(job, cfg) + node_failure_findings(job, cfg) + vanished_rank_findings(job, cfg)

@@ -39,12 +39,14 @@ MAX_KEPT_PER_SIGNATURE = 50
 
 @dataclass
 class LogClassifierConfig:
-    threshold: float = field(default=DEFAULT_CONFIDENCE_THRESHOLD, metadata={
-        "help": "confidence below which the verdict is `unknown`"})
-    max_evidence: int = field(default=10, metadata={
-        "help": "most evidence lines reported per verdict"})
-    max_consequences: int = field(default=20, metadata={
-        "help": "most consequence lines reported per verdict"})
+    threshold: float = field(
+        default=DEFAULT_CONFIDENCE_THRESHOLD,
+        metadata={"help": "confidence below which the verdict is `unknown`"},
+    )
+    max_evidence: int = field(default=10, metadata={"help": "most evidence lines reported per verdict"})
+    max_consequences: int = field(
+        default=20, metadata={"help": "most consequence lines reported per verdict"}
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:
@@ -74,22 +76,22 @@ class LineMatch:
 # --- culprit forms ---------------------------------------------------------------------------
 #: Leading `[rank3]:` / `[default3]:` (torchrun --tee / PyTorch), mpirun's `[1,3]<stderr>:`
 #: (after an ISO timestamp) and pasted `[1234]` line numbers.
-_PREFIX_RE = re.compile(r"^(?:\S+Z: )?(?:\s*\[(?:(?:rank|default)?\d+|\d+,\d+)\](?:<std(?:out|err)>)?:?)+\s*",
-                        re.IGNORECASE)
-_RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:",
-                             re.IGNORECASE)
+_PREFIX_RE = re.compile(
+    r"^(?:\S+Z: )?(?:\s*\[(?:(?:rank|default)?\d+|\d+,\d+)\](?:<std(?:out|err)>)?:?)+\s*", re.IGNORECASE
+)
+_RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:", re.IGNORECASE)
 _RANK_RES = (
-    re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),         # [Rank 3], [PG 0 (default_pg) Rank 3]
-    re.compile(r"\(RANK (\d+)\)"),                          # DCP: "(RANK 2)"
-    re.compile(r"^\s*rank\s*:\s*(\d+)"),                    # torchrun summary "rank : 3 (local"
-    re.compile(r"\blocal_rank: (\d+) \(pid"),               # torchrun "failed (...) local_rank: 3"
-    re.compile(r"(?<![\w.])Rank (\d+)\b(?! Skipping)"),     # "Rank 3" in prose
-    re.compile(r"\brank (\d+): \w*(?:Error|Exception)\b"),   # a collective's gathered failures
+    re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),  # [Rank 3], [PG 0 (default_pg) Rank 3]
+    re.compile(r"\(RANK (\d+)\)"),  # DCP: "(RANK 2)"
+    re.compile(r"^\s*rank\s*:\s*(\d+)"),  # torchrun summary "rank : 3 (local"
+    re.compile(r"\blocal_rank: (\d+) \(pid"),  # torchrun "failed (...) local_rank: 3"
+    re.compile(r"(?<![\w.])Rank (\d+)\b(?! Skipping)"),  # "Rank 3" in prose
+    re.compile(r"\brank (\d+): \w*(?:Error|Exception)\b"),  # a collective's gathered failures
 )
 _NODE_RES = (
-    re.compile(r"^\s*host\s*:\s*(\S+)"),                                     # torchrun summary
+    re.compile(r"^\s*host\s*:\s*(\S+)"),  # torchrun summary
     re.compile(r"^(?:\w{3}\s+\d+\s+[\d:]{8}|\d{4}-\d\d-\d\dT\S+)\s+(\S+)\s+kernel:"),  # syslog
-    re.compile(r"\bJOB \d+ ON (\S+) CANCELLED"),                              # slurmstepd
+    re.compile(r"\bJOB \d+ ON (\S+) CANCELLED"),  # slurmstepd
     re.compile(r"\bSTEP [\d.]+ ON (\S+) CANCELLED"),
     re.compile(r"srun: error: (\S+): tasks? [\d-]+"),
     re.compile(r"Node failure on (\S+)"),
@@ -148,10 +150,8 @@ def classify_line(text: str) -> LineMatch | None:
     candidates = {sig for k in found for sig in SIGNATURES_BY_KEYWORD[k]}
     best: tuple[float, str, Category, str, bool, int | None, str | None] | None = None
     for sig in sorted(candidates, key=_ORDER.__getitem__):
-        if sig.regex.search(body):
-            if best is None or sig.strength > best[0]:
-                best = (sig.strength, sig.id, sig.category, sig.description, sig.symptom, None,
-                        None)
+        if sig.regex.search(body) and (best is None or sig.strength > best[0]):
+            best = (sig.strength, sig.id, sig.category, sig.description, sig.symptom, None, None)
     xid_pci = None
     if "xid" in found:
         xm = XID_RE.search(body)
@@ -160,14 +160,23 @@ def classify_line(text: str) -> LineMatch | None:
             category, strength, meaning = XID_TABLE[code]
             xid_pci = xm.group("pci")
             if category is not None and (best is None or strength >= best[0]):
-                best = (strength, f"xid-{code}", category, f"Xid {code}: {meaning}", False, code,
-                        xid_pci)
+                best = (strength, f"xid-{code}", category, f"Xid {code}: {meaning}", False, code, xid_pci)
     if best is None:
         return None
     strength, sig_id, category, description, symptom, xid, _ = best
     rank, node, gpu, pci = _culprit_fields(text, body)
-    return LineMatch(category, strength, sig_id, description, symptom, rank, node, gpu,
-                     (xid_pci.lower() if xid_pci else pci), xid)
+    return LineMatch(
+        category,
+        strength,
+        sig_id,
+        description,
+        symptom,
+        rank,
+        node,
+        gpu,
+        (xid_pci.lower() if xid_pci else pci),
+        xid,
+    )
 
 
 @dataclass(frozen=True)
@@ -214,8 +223,11 @@ class LogClassifier:
             _add_bounded(self._nodes_seen, match.node)
         if match.rank is not None:
             _add_bounded(self._ranks_seen, match.rank)
-        if match.xid in APP_SIDE_XIDS and match.pci and (
-                match.pci in self._app_xids_per_gpu or len(self._app_xids_per_gpu) < MAX_DISTINCT):
+        if (
+            match.xid in APP_SIDE_XIDS
+            and match.pci
+            and (match.pci in self._app_xids_per_gpu or len(self._app_xids_per_gpu) < MAX_DISTINCT)
+        ):
             self._app_xids_per_gpu[match.pci] += 1
         if self._kept[match.signature] < MAX_KEPT_PER_SIGNATURE:
             self._kept[match.signature] += 1
@@ -231,14 +243,14 @@ class LogClassifier:
             self._in_root_cause = True
             return
         if self._in_root_cause:
-            if text.startswith("===") or text.startswith("---"):
+            if text.startswith(("===", "---")):
                 self._in_root_cause = False
             elif (r := re.match(r"\s*rank\s*:\s*(\d+)", text)) and self._root_cause_rank is None:
                 self._root_cause_rank = int(r.group(1))
             elif (h := re.match(r"\s*host\s*:\s*(\S+)", text)) and self._root_cause_host is None:
                 self._root_cause_host = h.group(1)
 
-    def feed_all(self, lines: Iterable[str]) -> "LogClassifier":
+    def feed_all(self, lines: Iterable[str]) -> LogClassifier:
         for line in lines:
             self.feed(line)
         return self
@@ -246,8 +258,9 @@ class LogClassifier:
     # --- verdict -----------------------------------------------------------------------------
     def _root(self) -> _Hit | None:
         causes = [h for h in self._hits if not h.match.symptom]
-        hardware = [h for h in causes
-                    if h.match.category.layer in _HARDWARE_LAYERS and h.match.strength >= 0.7]
+        hardware = [
+            h for h in causes if h.match.category.layer in _HARDWARE_LAYERS and h.match.strength >= 0.7
+        ]
         if hardware:
             return min(hardware, key=lambda h: h.line)
         if causes:
@@ -261,8 +274,11 @@ class LogClassifier:
 
     def _timeout_culprit(self) -> int | None:
         """The one rank that never reported a collective timeout while all the others did."""
-        timed_out = {h.match.rank for h in self._hits
-                     if h.match.category is Category.COLLECTIVE_TIMEOUT and h.match.rank is not None}
+        timed_out = {
+            h.match.rank
+            for h in self._hits
+            if h.match.category is Category.COLLECTIVE_TIMEOUT and h.match.rank is not None
+        }
         if len(timed_out) < 2:
             return None
         # Ranks 0..top where top is the highest seen: exactly one of them is silent when all
@@ -280,8 +296,7 @@ class LogClassifier:
         if m.category is Category.COLLECTIVE_TIMEOUT:
             rank = self._timeout_culprit()
         elif rank is None:
-            rank = next((h.match.rank for h in same if h.match.rank is not None),
-                        self._root_cause_rank)
+            rank = next((h.match.rank for h in same if h.match.rank is not None), self._root_cause_rank)
         node = m.node
         if node is None and (m.rank is None or m.rank == self._root_cause_rank):
             node = self._root_cause_host
@@ -293,28 +308,39 @@ class LogClassifier:
         cfg = self.config
         root = self._root()
         if root is None:
-            return Verdict(Category.UNKNOWN, 0.0,
-                           f"no known failure signature in {self.lines} line(s) of {self.source}")
+            return Verdict(
+                Category.UNKNOWN, 0.0, f"no known failure signature in {self.lines} line(s) of {self.source}"
+            )
         category = root.match.category
         same = sorted((h for h in self._hits if h.match.category is category), key=lambda h: h.line)
         same_count = sum(self._counts[sig] for sig in {h.match.signature for h in same})
         confidence = min(0.99, root.match.strength + 0.05 * min(2, same_count - 1))
         evidence_hits = [root] + [h for h in same if h is not root][: cfg.max_evidence - 1]
-        evidence = [Evidence(h.text, f"file:{self.source}", rank=h.match.rank, line=h.line)
-                    for h in evidence_hits]
+        evidence = [
+            Evidence(h.text, f"file:{self.source}", rank=h.match.rank, line=h.line) for h in evidence_hits
+        ]
         shown = {h.line for h in evidence_hits}
         others = sorted((h for h in self._hits if h.line not in shown), key=lambda h: h.line)
         consequences = [f"line {h.line}: {h.text[:200]}" for h in others[: cfg.max_consequences]]
         if len(others) > cfg.max_consequences:
             consequences.append(f"... and {len(others) - cfg.max_consequences} more")
         culprit = self._culprit(root, same)
-        verdict = Verdict(category, confidence, self._summary(root, culprit, others), culprit,
-                          evidence=evidence, consequences=consequences)
+        verdict = Verdict(
+            category,
+            confidence,
+            self._summary(root, culprit, others),
+            culprit,
+            evidence=evidence,
+            consequences=consequences,
+        )
         return verdict.thresholded(cfg.threshold)
 
     def _summary(self, root: _Hit, culprit: Culprit, others: list[_Hit]) -> str:
-        where = ", ".join(f"{k} {v}" for k, v in (("rank", culprit.rank), ("node", culprit.node),
-                                                  ("GPU", culprit.gpu)) if v is not None)
+        where = ", ".join(
+            f"{k} {v}"
+            for k, v in (("rank", culprit.rank), ("node", culprit.node), ("GPU", culprit.gpu))
+            if v is not None
+        )
         pci = root.match.pci
         if pci and root.match.xid is not None:
             where = ", ".join(filter(None, [where, f"PCI {pci}"]))
@@ -323,8 +349,10 @@ class LogClassifier:
         text += f" (line {root.line})"
         repeats = self._app_xids_per_gpu.get(pci or "", 0)
         if root.match.xid in APP_SIDE_XIDS and repeats >= 3:
-            text += (f"; application-side Xids repeat {repeats} times on this GPU, suspect the "
-                     f"hardware if it recurs across jobs")
+            text += (
+                f"; application-side Xids repeat {repeats} times on this GPU, suspect the "
+                f"hardware if it recurs across jobs"
+            )
         symptoms: dict[Category, set[int]] = defaultdict(set)
         n_symptoms = 0
         for h in others:
@@ -363,7 +391,8 @@ def _add_bounded(seen: set, value: object) -> None:
         seen.add(value)
 
 
-def classify_lines(lines: Sequence[str] | Iterable[str], source: str = "log",
-                   config: LogClassifierConfig | None = None) -> Verdict:
+def classify_lines(
+    lines: Sequence[str] | Iterable[str], source: str = "log", config: LogClassifierConfig | None = None
+) -> Verdict:
     """One verdict for a whole log: root cause, culprit, evidence and consequences."""
     return LogClassifier(source, config).feed_all(lines).verdict()

@@ -13,7 +13,12 @@ import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import (
-    ADVISORY_CATEGORIES, Finding, clock, gpu_culprit, rank_culprit, where,
+    ADVISORY_CATEGORIES,
+    Finding,
+    clock,
+    gpu_culprit,
+    rank_culprit,
+    where,
 )
 from triage.analyzers.gpu_health import NON_FATAL_XIDS
 from triage.analyzers.inherited import evidence_attempt
@@ -52,8 +57,11 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         culprit = rank_culprit(job, attempt, rank) if rank is not None else v.culprit
         first_line = str(row["message"] or "").splitlines()[0][:200] if row["message"] else "?"
         if v.category is Category.UNKNOWN:
-            category, confidence, symptom = (Category.USER_CODE_ERROR,
-                                             UNEXPLAINED_EXCEPTION_CONFIDENCE, False)
+            category, confidence, symptom = (
+                Category.USER_CODE_ERROR,
+                UNEXPLAINED_EXCEPTION_CONFIDENCE,
+                False,
+            )
             evidence = [Evidence(first_line, "exception", t, rank)]
         else:
             match = classify_line(v.evidence[0].text)
@@ -61,18 +69,28 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             symptom = bool(match and match.symptom)
             evidence = [Evidence(e.text, "exception", t, rank, e.line) for e in v.evidence]
         summary = f"{where(culprit)} raised `{first_line}` at {clock(t)}"
-        findings.append(Finding(attempt, Verdict(category, confidence, summary, culprit, t,
-                                                 evidence), fatal=True, symptom=symptom,
-                                ranks=(rank,) if rank is not None else ()))
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(category, confidence, summary, culprit, t, evidence),
+                fatal=True,
+                symptom=symptom,
+                ranks=(rank,) if rank is not None else (),
+            )
+        )
     return findings
 
 
-def _kernel_culprit(job: JobData, attempt: int, row: pd.Series,
-                    gpu: int | None) -> tuple[Culprit, tuple[int, ...]]:
+def _kernel_culprit(
+    job: JobData, attempt: int, row: pd.Series, gpu: int | None
+) -> tuple[Culprit, tuple[int, ...]]:
     node = str(row["node"])
     if pd.notna(row["pid"]):
-        r = job.ranks[(job.ranks["attempt"] == attempt) & (job.ranks["node"] == node)
-                      & (job.ranks["pid"] == int(row["pid"]))]
+        r = job.ranks[
+            (job.ranks["attempt"] == attempt)
+            & (job.ranks["node"] == node)
+            & (job.ranks["pid"] == int(row["pid"]))
+        ]
         if not r.empty:
             rank = int(r["rank"].iloc[0])
             return rank_culprit(job, attempt, rank), (rank,)
@@ -94,10 +112,22 @@ def kernel_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         culprit, ranks = _kernel_culprit(job, attempt, row, gpu)
         summary = f"{where(culprit, ranks)}: kernel log reports {match.description} at {clock(t)}"
         fatal = match.category not in ADVISORY_CATEGORIES and match.xid not in NON_FATAL_XIDS
-        findings.append(Finding(attempt, Verdict(
-            match.category, match.strength, summary, culprit, t,
-            [Evidence(str(row["raw"] or text), "kernel_log", t)]),
-            fatal=fatal, symptom=match.symptom, ranks=ranks))
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    match.category,
+                    match.strength,
+                    summary,
+                    culprit,
+                    t,
+                    [Evidence(str(row["raw"] or text), "kernel_log", t)],
+                ),
+                fatal=fatal,
+                symptom=match.symptom,
+                ranks=ranks,
+            )
+        )
     return findings
 
 

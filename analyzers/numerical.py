@@ -23,13 +23,24 @@ MAD_TO_SIGMA = 1.4826
 
 def _nonfinite_rows(job: JobData) -> pd.DataFrame:
     """Step rows with NaN/Inf, plus `nonfinite` events for steps whose rows never arrived."""
-    rows = job.nonfinite_steps.assign(text=lambda d: [
-        f"step {int(s)}: loss={l} grad_norm={g}" for s, l, g in zip(d["step"], d["loss"],
-                                                                    d["grad_norm"])],
-        source="steps")
+    rows = job.nonfinite_steps.assign(
+        text=lambda d: [
+            f"step {int(s)}: loss={loss} grad_norm={g}"
+            for s, loss, g in zip(d["step"], d["loss"], d["grad_norm"])
+        ],
+        source="steps",
+    )
     ev = job.events[job.events["kind"] == "nonfinite"]
-    ev = pd.DataFrame({"attempt": ev["attempt"], "rank": ev["rank"], "step": ev["step"],
-                       "time": ev["time"], "text": ev["message"], "source": "event"})
+    ev = pd.DataFrame(
+        {
+            "attempt": ev["attempt"],
+            "rank": ev["rank"],
+            "step": ev["step"],
+            "time": ev["time"],
+            "text": ev["message"],
+            "source": "event",
+        }
+    )
     both = pd.concat([rows[ev.columns], ev], ignore_index=True) if not rows.empty else ev
     return both.sort_values(["time", "rank"]).drop_duplicates(["attempt", "rank", "step"])
 
@@ -41,17 +52,36 @@ def nonfinite_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         rank = int(first["rank"])
         attempt = int(attempt)
         culprit = rank_culprit(job, attempt, rank)
-        others = sorted(set(int(r) for r in rows["rank"]) - {rank})
+        others = sorted({int(r) for r in rows["rank"]} - {rank})
         then = f"; {ranks_phrase(others)} followed" if others else ""
-        summary = (f"{where(culprit)} was the first to produce a non-finite loss/grad-norm "
-                   f"(step {int(first['step'])}) at {clock(first['time'])}{then}")
-        evidence = [Evidence(str(r["text"]), str(r["source"]), float(r["time"]), int(r["rank"]))
-                    for _, r in rows.head(10).iterrows()]
-        consequences = [f"rank {int(r['rank'])}: non-finite at step {int(r['step'])}"
-                        for _, r in rows.iloc[1:].drop_duplicates("rank").head(20).iterrows()]
-        findings.append(Finding(attempt, Verdict(
-            Category.NUMERICAL_INSTABILITY, 0.9, summary, culprit, float(first["time"]), evidence,
-            consequences), fatal=True, ranks=(rank, *others)))
+        summary = (
+            f"{where(culprit)} was the first to produce a non-finite loss/grad-norm "
+            f"(step {int(first['step'])}) at {clock(first['time'])}{then}"
+        )
+        evidence = [
+            Evidence(str(r["text"]), str(r["source"]), float(r["time"]), int(r["rank"]))
+            for _, r in rows.head(10).iterrows()
+        ]
+        consequences = [
+            f"rank {int(r['rank'])}: non-finite at step {int(r['step'])}"
+            for _, r in rows.iloc[1:].drop_duplicates("rank").head(20).iterrows()
+        ]
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    Category.NUMERICAL_INSTABILITY,
+                    0.9,
+                    summary,
+                    culprit,
+                    float(first["time"]),
+                    evidence,
+                    consequences,
+                ),
+                fatal=True,
+                ranks=(rank, *others),
+            )
+        )
     return findings
 
 
@@ -76,15 +106,32 @@ def loss_spike_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         first = spikes.iloc[0]
         base = g[g["step"] < first["step"]]["loss"].tail(cfg.loss_spike_window).median()
         zf = float(z[spikes.index[0]])
-        summary = (f"the loss spiked to {first['loss']:.4g} at step {int(first['step'])} "
-                   f"({clock(first['end'])}), {zf:.0f} robust sigmas above the recent median "
-                   f"{base:.4g}; {len(spikes)} spike step(s) in attempt {int(attempt)}")
-        evidence = [Evidence(f"step {int(r['step'])}: median loss over ranks {r['loss']:.6g}",
-                             "steps", float(r["end"])) for _, r in spikes.head(10).iterrows()]
+        summary = (
+            f"the loss spiked to {first['loss']:.4g} at step {int(first['step'])} "
+            f"({clock(first['end'])}), {zf:.0f} robust sigmas above the recent median "
+            f"{base:.4g}; {len(spikes)} spike step(s) in attempt {int(attempt)}"
+        )
+        evidence = [
+            Evidence(
+                f"step {int(r['step'])}: median loss over ranks {r['loss']:.6g}", "steps", float(r["end"])
+            )
+            for _, r in spikes.head(10).iterrows()
+        ]
         confidence = 0.7 if len(spikes) > 1 else 0.6
-        findings.append(Finding(int(attempt), Verdict(
-            Category.NUMERICAL_INSTABILITY, confidence, summary, Culprit(), float(first["end"]),
-            evidence), fatal=False))
+        findings.append(
+            Finding(
+                int(attempt),
+                Verdict(
+                    Category.NUMERICAL_INSTABILITY,
+                    confidence,
+                    summary,
+                    Culprit(),
+                    float(first["end"]),
+                    evidence,
+                ),
+                fatal=False,
+            )
+        )
     return findings
 
 

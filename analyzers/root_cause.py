@@ -43,9 +43,11 @@ class Incident:
 
 
 def _causal(fatal: list[Finding]) -> list[Finding]:
-    for keep in (lambda f: not f.symptom and f.verdict.category is not Category.COLLECTIVE_TIMEOUT,
-                 lambda f: not f.symptom,
-                 lambda f: True):
+    for keep in (
+        lambda f: not f.symptom and f.verdict.category is not Category.COLLECTIVE_TIMEOUT,
+        lambda f: not f.symptom,
+        lambda f: True,
+    ):
         chosen = [f for f in fatal if keep(f)]
         if chosen:
             return chosen
@@ -59,12 +61,23 @@ def choose_root(fatal: list[Finding], cfg: AnalyzerConfig) -> Finding | None:
     earliest = min(causal, key=lambda f: (f.time, -f.verdict.layer.depth))
     if earliest.verdict.category is Category.PREEMPTION:
         return earliest
-    window = [f for f in causal if f.time <= earliest.time + cfg.correlation_window_s
-              and f.verdict.category is not Category.PREEMPTION]
+    window = [
+        f
+        for f in causal
+        if f.time <= earliest.time + cfg.correlation_window_s
+        and f.verdict.category is not Category.PREEMPTION
+    ]
     # on a tie in layer, a finding that names its culprit says more than one that cannot
     # (a stall seen in the heartbeats vs. the rank the Flight Recorder shows never arrived)
-    return max(window, key=lambda f: (f.verdict.layer.depth, f.verdict.culprit.rank is not None,
-                                      -f.time, f.verdict.confidence))
+    return max(
+        window,
+        key=lambda f: (
+            f.verdict.layer.depth,
+            f.verdict.culprit.rank is not None,
+            -f.time,
+            f.verdict.confidence,
+        ),
+    )
 
 
 def _same_place(a: Finding, b: Finding) -> bool:
@@ -76,8 +89,7 @@ def _same_place(a: Finding, b: Finding) -> bool:
 
 def _root_incident(root: Finding, others: list[Finding]) -> Verdict:
     v = root.verdict
-    corroborating = [f for f in others
-                     if f.verdict.category is v.category and _same_place(root, f)]
+    corroborating = [f for f in others if f.verdict.category is v.category and _same_place(root, f)]
     rest = sorted((f for f in others if f not in corroborating), key=lambda f: f.time)
     evidence = list(v.evidence)
     for f in corroborating:
@@ -90,12 +102,17 @@ def _root_incident(root: Finding, others: list[Finding]) -> Verdict:
         by_category[f.verdict.category].update(set(f.ranks) - culprits)
     tail = "; ".join(
         f"{ranks_phrase(ranks) + ' then hit' if ranks else 'then'} {cat.value}"
-        for cat, ranks in sorted(by_category.items(), key=lambda kv: kv[0].value))
+        for cat, ranks in sorted(by_category.items(), key=lambda kv: kv[0].value)
+    )
     summary = v.summary + (f"; {tail}" if tail else "")
     confidence = min(0.99, v.confidence + 0.05 * min(2, len(corroborating)))
-    return dataclasses.replace(v, confidence=confidence, summary=summary,
-                               evidence=evidence[:MAX_EVIDENCE],
-                               consequences=_capped(consequences))
+    return dataclasses.replace(
+        v,
+        confidence=confidence,
+        summary=summary,
+        evidence=evidence[:MAX_EVIDENCE],
+        consequences=_capped(consequences),
+    )
 
 
 def _capped(items: list[str]) -> list[str]:
@@ -114,10 +131,12 @@ def _fold_throttled_stragglers(advisory: list[Finding]) -> list[Finding]:
             if host is not None:
                 tv = host.verdict
                 host.verdict = dataclasses.replace(
-                    tv, confidence=min(0.99, tv.confidence + 0.1),
+                    tv,
+                    confidence=min(0.99, tv.confidence + 0.1),
                     summary=tv.summary + f"; it made {ranks_phrase(f.ranks)} a straggler",
                     consequences=tv.consequences + [f"straggler: {f.verdict.summary}"],
-                    evidence=(tv.evidence + f.verdict.evidence[:2])[:MAX_EVIDENCE])
+                    evidence=(tv.evidence + f.verdict.evidence[:2])[:MAX_EVIDENCE],
+                )
                 continue
         kept.append(f)
     return kept
@@ -132,8 +151,10 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
         if key in seen:
             first = seen[key]
             first.verdict = dataclasses.replace(
-                first.verdict, confidence=max(first.verdict.confidence, f.verdict.confidence),
-                evidence=(first.verdict.evidence + f.verdict.evidence)[:MAX_EVIDENCE])
+                first.verdict,
+                confidence=max(first.verdict.confidence, f.verdict.confidence),
+                evidence=(first.verdict.evidence + f.verdict.evidence)[:MAX_EVIDENCE],
+            )
         else:
             seen[key] = f
     return list(seen.values())
@@ -144,15 +165,19 @@ def silent_end(job: JobData, attempt: int) -> Verdict:
     hb = job.heartbeats[job.heartbeats["attempt"] == attempt]
     t = float(hb["time"].max()) if not hb.empty else None
     ranks = sorted(int(r) for r in hb["rank"]) if not hb.empty else []
-    return Verdict(Category.UNKNOWN, 0.3,
-                   f"{ranks_phrase(ranks) if ranks else 'the ranks'} stopped at {clock(t)} with "
-                   f"no error, exit or SIGTERM recorded (killed from outside, or telemetry lost)",
-                   first_seen=t, evidence=[Evidence(f"last heartbeat at {clock(t)}", "heartbeats",
-                                                    t)] if t is not None else [])
+    return Verdict(
+        Category.UNKNOWN,
+        0.3,
+        f"{ranks_phrase(ranks) if ranks else 'the ranks'} stopped at {clock(t)} with "
+        f"no error, exit or SIGTERM recorded (killed from outside, or telemetry lost)",
+        first_seen=t,
+        evidence=[Evidence(f"last heartbeat at {clock(t)}", "heartbeats", t)] if t is not None else [],
+    )
 
 
-def attribute(job: JobData, findings: list[Finding], cfg: AnalyzerConfig,
-              ended_silently: set[int]) -> list[Incident]:
+def attribute(
+    job: JobData, findings: list[Finding], cfg: AnalyzerConfig, ended_silently: set[int]
+) -> list[Incident]:
     """Incidents of every attempt, in time order, each verdict thresholded.
 
     `ended_silently`: attempts known to have ended without any exit record; when no fatal
@@ -170,11 +195,10 @@ def attribute(job: JobData, findings: list[Finding], cfg: AnalyzerConfig,
             incidents.append(Incident(attempt, silent_end(job, attempt), True))
         advisory = _dedupe(_fold_throttled_stragglers([f for f in mine if not f.fatal]))
         for f in advisory:
-            if root is not None and f.verdict.category is root.verdict.category \
-                    and _same_place(root, f):
+            if root is not None and f.verdict.category is root.verdict.category and _same_place(root, f):
                 continue
             incidents.append(Incident(attempt, f.verdict, False))
     incidents.sort(key=lambda i: (i.attempt, not i.root, i.verdict.first_seen or 0.0))
-    return [dataclasses.replace(i, verdict=i.verdict.thresholded(cfg.confidence_threshold))
-            for i in incidents]
-
+    return [
+        dataclasses.replace(i, verdict=i.verdict.thresholded(cfg.confidence_threshold)) for i in incidents
+    ]

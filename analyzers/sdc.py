@@ -12,7 +12,12 @@ from collections import Counter
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import (
-    Finding, clock, common_node, rank_culprit, ranks_phrase, where,
+    Finding,
+    clock,
+    common_node,
+    rank_culprit,
+    ranks_phrase,
+    where,
 )
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
@@ -38,28 +43,59 @@ def canary_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             t = float(bad["time"].min())
             first_time = t if first_time is None else min(first_time, t)
             for _, r in bad.head(3).iterrows():
-                evidence.append(Evidence(
-                    f"step {int(step)}: canary digest {r['digest']} on rank {int(r['rank'])}, "
-                    f"{counts.iloc[0]} of {len(g)} ranks agree on {majority}",
-                    "canary", float(r["time"]), int(r["rank"])))
+                evidence.append(
+                    Evidence(
+                        f"step {int(step)}: canary digest {r['digest']} on rank {int(r['rank'])}, "
+                        f"{counts.iloc[0]} of {len(g)} ranks agree on {majority}",
+                        "canary",
+                        float(r["time"]),
+                        int(r["rank"]),
+                    )
+                )
         if not culprits:
             t = float(rows["time"].min())
-            findings.append(Finding(attempt, Verdict(
-                Category.SILENT_DATA_CORRUPTION, 0.4,
-                f"canary digests disagree with no majority at {clock(t)}", Culprit(), t,
-                [Evidence(f"step {int(r['step'])}: digest {r['digest']}", "canary",
-                          float(r["time"]), int(r["rank"])) for _, r in rows.head(10).iterrows()]),
-                fatal=False))
+            findings.append(
+                Finding(
+                    attempt,
+                    Verdict(
+                        Category.SILENT_DATA_CORRUPTION,
+                        0.4,
+                        f"canary digests disagree with no majority at {clock(t)}",
+                        Culprit(),
+                        t,
+                        [
+                            Evidence(
+                                f"step {int(r['step'])}: digest {r['digest']}",
+                                "canary",
+                                float(r["time"]),
+                                int(r["rank"]),
+                            )
+                            for _, r in rows.head(10).iterrows()
+                        ],
+                    ),
+                    fatal=False,
+                )
+            )
             continue
         ranks = [r for r, _ in culprits.most_common()]
-        culprit = rank_culprit(job, attempt, ranks[0]) if len(ranks) == 1 else common_node(
-            job, attempt, ranks)
+        culprit = (
+            rank_culprit(job, attempt, ranks[0]) if len(ranks) == 1 else common_node(job, attempt, ranks)
+        )
         confidence = 0.9 if len(ranks) == 1 else 0.75
-        summary = (f"{where(culprit, ranks)} computed a canary result that differs from the "
-                   f"other ranks' at {split_steps} check(s), first at {clock(first_time)}")
-        findings.append(Finding(attempt, Verdict(
-            Category.SILENT_DATA_CORRUPTION, confidence, summary, culprit, first_time,
-            evidence[:10]), fatal=False, ranks=tuple(ranks)))
+        summary = (
+            f"{where(culprit, ranks)} computed a canary result that differs from the "
+            f"other ranks' at {split_steps} check(s), first at {clock(first_time)}"
+        )
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    Category.SILENT_DATA_CORRUPTION, confidence, summary, culprit, first_time, evidence[:10]
+                ),
+                fatal=False,
+                ranks=tuple(ranks),
+            )
+        )
     return findings
 
 
@@ -72,22 +108,41 @@ def loss_outlier_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         mine = rows[rows["rank"] == rank]
         first = mine.iloc[0]
         culprit = rank_culprit(job, attempt, rank)
-        others = sorted(set(int(r) for r in rows["rank"]) - {rank})
+        others = sorted({int(r) for r in rows["rank"]} - {rank})
         also = f"; {ranks_phrase(others)} also differed" if others else ""
-        summary = (f"{where(culprit)} reported loss {first['loss']:.6g} at step "
-                   f"{int(first['step'])} while {int(first['agreeing'])} of {int(first['ranks'])} "
-                   f"ranks agree on {first['agreed_loss']:.6g} ({len(mine)} step(s), first at "
-                   f"{clock(first['time'])}){also}")
-        evidence = [Evidence(f"step {int(r['step'])}: loss {r['loss']!r} vs agreed "
-                             f"{r['agreed_loss']!r}", "steps", float(r["time"]), int(r["rank"]))
-                    for _, r in mine.head(10).iterrows()]
+        summary = (
+            f"{where(culprit)} reported loss {first['loss']:.6g} at step "
+            f"{int(first['step'])} while {int(first['agreeing'])} of {int(first['ranks'])} "
+            f"ranks agree on {first['agreed_loss']:.6g} ({len(mine)} step(s), first at "
+            f"{clock(first['time'])}){also}"
+        )
+        evidence = [
+            Evidence(
+                f"step {int(r['step'])}: loss {r['loss']!r} vs agreed {r['agreed_loss']!r}",
+                "steps",
+                float(r["time"]),
+                int(r["rank"]),
+            )
+            for _, r in mine.head(10).iterrows()
+        ]
         confidence = 0.8 if len(mine) > 1 and not others else 0.65
-        findings.append(Finding(attempt, Verdict(
-            Category.SILENT_DATA_CORRUPTION, confidence, summary, culprit, float(first["time"]),
-            evidence), fatal=False, ranks=(rank, *others)))
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(
+                    Category.SILENT_DATA_CORRUPTION,
+                    confidence,
+                    summary,
+                    culprit,
+                    float(first["time"]),
+                    evidence,
+                ),
+                fatal=False,
+                ranks=(rank, *others),
+            )
+        )
     return findings
 
 
 def sdc_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     return canary_findings(job, cfg) + loss_outlier_findings(job, cfg)
-

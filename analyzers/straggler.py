@@ -40,10 +40,16 @@ class RankScore:
     straggler: bool
 
     def to_dict(self) -> dict[str, object]:
-        return {"attempt": self.attempt, "rank": self.rank, "node": self.node,
-                "score": round(self.score, 4), "slow_share": round(self.slow_share, 3),
-                "last_share": round(self.last_share, 3),
-                "wait_caused_s": round(self.wait_caused_s, 3), "straggler": self.straggler}
+        return {
+            "attempt": self.attempt,
+            "rank": self.rank,
+            "node": self.node,
+            "score": round(self.score, 4),
+            "slow_share": round(self.slow_share, 3),
+            "last_share": round(self.last_share, 3),
+            "wait_caused_s": round(self.wait_caused_s, 3),
+            "straggler": self.straggler,
+        }
 
 
 @dataclass
@@ -73,8 +79,7 @@ def _attempt_scores(job: JobData, attempt: int, cfg: AnalyzerConfig) -> pd.DataF
     per["first_slow"] = w[w["slow"]].groupby("rank")["start"].min()
     arr = job.arrivals[job.arrivals["attempt"] == attempt].set_index("rank")
     per = per.join(arr[["collectives", "last_arrivals", "wait_caused_s"]], how="outer")
-    per["last_share"] = (per["last_arrivals"] / per["collectives"].where(per["collectives"] > 0)
-                         ).fillna(0.0)
+    per["last_share"] = (per["last_arrivals"] / per["collectives"].where(per["collectives"] > 0)).fillna(0.0)
     per["wait_caused_s"] = per["wait_caused_s"].fillna(0.0)
     per["node"] = ranks["node"].reindex(per.index)
     n = len(per)
@@ -82,11 +87,19 @@ def _attempt_scores(job: JobData, attempt: int, cfg: AnalyzerConfig) -> pd.DataF
     rs = job.rank_steps[job.rank_steps["attempt"] == attempt]
     run_s = float((rs["last_end"] - rs["first_start"]).median()) if not rs.empty else 0.0
     # Arriving last matters only when the others' waiting adds up to a real share of the run.
-    per["by_arrival"] = ((n >= MIN_RANKS) & (per["last_share"] >= cfg.straggler_last_share)
-                         & (per["wait_caused_s"] >= cfg.straggler_slowdown * run_s))
+    per["by_arrival"] = (
+        (n >= MIN_RANKS)
+        & (per["last_share"] >= cfg.straggler_last_share)
+        & (per["wait_caused_s"] >= cfg.straggler_slowdown * run_s)
+    )
     # A handful of steps (warm-up, a run cut short) says nothing about a persistent straggler.
-    steps = (rs.set_index("rank")["last_step"] - rs.set_index("rank")["first_step"] + 1
-             ).groupby(level=0).sum().reindex(per.index).fillna(0)
+    steps = (
+        (rs.set_index("rank")["last_step"] - rs.set_index("rank")["first_step"] + 1)
+        .groupby(level=0)
+        .sum()
+        .reindex(per.index)
+        .fillna(0)
+    )
     per["straggler"] = (per["by_compute"] | per["by_arrival"]) & (steps >= cfg.straggler_min_steps)
     return per
 
@@ -96,12 +109,19 @@ def straggler_analysis(job: JobData, cfg: AnalyzerConfig) -> StragglerResult:
     scores: list[RankScore] = []
     for attempt in job.attempts:
         per = _attempt_scores(job, attempt, cfg)
-        scores += [RankScore(attempt, int(r), None if pd.isna(row["node"]) else str(row["node"]),
-                             float(row["score"]) if pd.notna(row["score"]) else 1.0,
-                             float(row["slow_share"]) if pd.notna(row["slow_share"]) else 0.0,
-                             float(row["last_share"]), float(row["wait_caused_s"]),
-                             bool(row["straggler"]))
-                   for r, row in per.iterrows()]
+        scores += [
+            RankScore(
+                attempt,
+                int(r),
+                None if pd.isna(row["node"]) else str(row["node"]),
+                float(row["score"]) if pd.notna(row["score"]) else 1.0,
+                float(row["slow_share"]) if pd.notna(row["slow_share"]) else 0.0,
+                float(row["last_share"]),
+                float(row["wait_caused_s"]),
+                bool(row["straggler"]),
+            )
+            for r, row in per.iterrows()
+        ]
         findings += _findings(job, attempt, per)
     return StragglerResult(findings, scores)
 
@@ -111,13 +131,16 @@ def _findings(job: JobData, attempt: int, per: pd.DataFrame) -> list[Finding]:
     if flagged.empty:
         return []
     node_size = per.groupby("node").size()
-    slow_nodes = [node for node, g in flagged.groupby("node")
-                  if len(g) == node_size.get(node, 0) > 1 and len(g) < len(per)]
+    slow_nodes = [
+        node
+        for node, g in flagged.groupby("node")
+        if len(g) == node_size.get(node, 0) > 1 and len(g) < len(per)
+    ]
     out = []
     for node in slow_nodes:
         g = flagged[flagged["node"] == node]
         out.append(_finding(job, attempt, g, Culprit(node=str(node))))
-    for r, row in flagged[~flagged["node"].isin(slow_nodes)].iterrows():
+    for r in flagged[~flagged["node"].isin(slow_nodes)].index:
         out.append(_finding(job, attempt, flagged.loc[[r]], rank_culprit(job, attempt, int(r))))
     return out
 
@@ -126,25 +149,38 @@ def _finding(job: JobData, attempt: int, g: pd.DataFrame, culprit: Culprit) -> F
     ranks = [int(r) for r in g.index]
     parts = []
     if g["by_compute"].any():
-        parts.append(f"computed {g['score'].median() - 1:.0%} slower than the median rank in "
-                     f"{g['slow_share'].median():.0%} of step windows")
+        parts.append(
+            f"computed {g['score'].median() - 1:.0%} slower than the median rank in "
+            f"{g['slow_share'].median():.0%} of step windows"
+        )
     if g["by_arrival"].any():
         parts.append(f"arrived last in {g['last_share'].median():.0%} of collectives")
     waited = float(g["wait_caused_s"].sum())
     first = g["first_slow"].min()
     first_seen = float(first) if pd.notna(first) else None
-    summary = (f"{where(culprit, ranks)} " + " and ".join(parts)
-               + (f", making the others wait {waited:.1f} s in total" if waited > 0 else "")
-               + (f" (from {clock(first_seen)})" if first_seen is not None else ""))
+    summary = (
+        f"{where(culprit, ranks)} "
+        + " and ".join(parts)
+        + (f", making the others wait {waited:.1f} s in total" if waited > 0 else "")
+        + (f" (from {clock(first_seen)})" if first_seen is not None else "")
+    )
     both = bool(g["by_compute"].any() and g["by_arrival"].any())
     excess = float(np.nan_to_num(g["score"].median() - 1, nan=0.0))
     confidence = min(0.95, 0.6 + (0.15 if both else 0.0) + min(0.2, excess / 2))
-    evidence = [Evidence(f"rank {int(r)}: compute score {row['score']:.2f} (1.0 = median), slow "
-                         f"in {row['slow_share']:.0%} of windows, last to arrive in "
-                         f"{row['last_share']:.0%} of {int(row['collectives'] or 0)} collectives",
-                         "steps", first_seen, int(r))
-                for r, row in g.fillna({"collectives": 0, "slow_share": 0, "score": 1.0}).head(10)
-                .iterrows()]
-    return Finding(attempt, Verdict(Category.STRAGGLER, confidence, summary, culprit, first_seen,
-                                    evidence), fatal=False, ranks=tuple(ranks))
-
+    evidence = [
+        Evidence(
+            f"rank {int(r)}: compute score {row['score']:.2f} (1.0 = median), slow "
+            f"in {row['slow_share']:.0%} of windows, last to arrive in "
+            f"{row['last_share']:.0%} of {int(row['collectives'] or 0)} collectives",
+            "steps",
+            first_seen,
+            int(r),
+        )
+        for r, row in g.fillna({"collectives": 0, "slow_share": 0, "score": 1.0}).head(10).iterrows()
+    ]
+    return Finding(
+        attempt,
+        Verdict(Category.STRAGGLER, confidence, summary, culprit, first_seen, evidence),
+        fatal=False,
+        ranks=tuple(ranks),
+    )

@@ -33,15 +33,19 @@ from triage.trainer_hooks.spool_schema import SPOOL_TABLES, write_segment, write
 NODE, JOB = "bench-node", "bench-job"
 #: Seconds between the supervisor's analyses (`triage run --score-interval`'s default).
 SCORE_INTERVAL_S = 60
-_FLOOR = ("import sys, time; from prometheus_client import start_http_server; "
-          "start_http_server(int(sys.argv[1]), addr='127.0.0.1'); time.sleep(1e9)")
+_FLOOR = (
+    "import sys, time; from prometheus_client import start_http_server; "
+    "start_http_server(int(sys.argv[1]), addr='127.0.0.1'); time.sleep(1e9)"
+)
 
 
 @dataclass
 class AgentBenchConfig:
     seconds: float = field(default=60.0, metadata={"help": "length of the measured window"})
-    warmup: float = field(default=10.0, metadata={
-        "help": "seconds after the agent serves /metrics before measuring (imports, first ingest)"})
+    warmup: float = field(
+        default=10.0,
+        metadata={"help": "seconds after the agent serves /metrics before measuring (imports, first ingest)"},
+    )
     ranks: int = field(default=8, metadata={"help": "ranks writing spools, one per GPU"})
     collectives: int = field(default=20, metadata={"help": "collective rows per rank per flush"})
     scrape_interval: float = field(default=5.0, metadata={"help": "seconds between scrapes"})
@@ -91,8 +95,24 @@ class SpoolRanks:
         now = time.time()
         for r, d in enumerate(self.dirs):
             d.mkdir(parents=True, exist_ok=True)
-            write_segment(d, self.seq, {"ranks": self._table(r, "ranks", [{
-                "pid": os.getpid(), "local_rank": r, "world_size": len(self.dirs), "start_time": now}])})
+            write_segment(
+                d,
+                self.seq,
+                {
+                    "ranks": self._table(
+                        r,
+                        "ranks",
+                        [
+                            {
+                                "pid": os.getpid(),
+                                "local_rank": r,
+                                "world_size": len(self.dirs),
+                                "start_time": now,
+                            }
+                        ],
+                    )
+                },
+            )
         self.seq += 1
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -101,22 +121,54 @@ class SpoolRanks:
         schema = SPOOL_TABLES[table]
         ident = {"job_id": JOB, "attempt": 0, "rank": rank, "node": NODE, "gpu": rank}
         full = [{**ident, **row} for row in rows]
-        return pa.table({f.name: pa.array([row.get(f.name) for row in full], f.type)
-                         for f in schema}, schema=schema)
+        return pa.table(
+            {f.name: pa.array([row.get(f.name) for row in full], f.type) for f in schema}, schema=schema
+        )
 
     def flush(self) -> None:
         """One segment per rank, as a rank's spool writer flushes every second."""
         t = time.time()
         for r, d in enumerate(self.dirs):
-            write_segment(d, self.seq, {
-                "steps": self._table(r, "steps", [{"step": self.step, "start_time": t - 0.9, "end_time": t,
-                                                   "compute_s": 0.7, "tokens": 8192, "loss": 2.0}]),
-                "collectives": self._table(r, "collectives", [
-                    {"seq": self.step * self.collectives + c, "op": "all_reduce", "group": "0",
-                     "group_size": len(self.dirs), "bytes": 1 << 24, "step": self.step,
-                     "enter_time": t - 0.5, "end_time": t - 0.4} for c in range(self.collectives)]),
-                "heartbeats": self._table(r, "heartbeats", [{"time": t, "step": self.step, "pid": os.getpid()}]),
-            })
+            write_segment(
+                d,
+                self.seq,
+                {
+                    "steps": self._table(
+                        r,
+                        "steps",
+                        [
+                            {
+                                "step": self.step,
+                                "start_time": t - 0.9,
+                                "end_time": t,
+                                "compute_s": 0.7,
+                                "tokens": 8192,
+                                "loss": 2.0,
+                            }
+                        ],
+                    ),
+                    "collectives": self._table(
+                        r,
+                        "collectives",
+                        [
+                            {
+                                "seq": self.step * self.collectives + c,
+                                "op": "all_reduce",
+                                "group": "0",
+                                "group_size": len(self.dirs),
+                                "bytes": 1 << 24,
+                                "step": self.step,
+                                "enter_time": t - 0.5,
+                                "end_time": t - 0.4,
+                            }
+                            for c in range(self.collectives)
+                        ],
+                    ),
+                    "heartbeats": self._table(
+                        r, "heartbeats", [{"time": t, "step": self.step, "pid": os.getpid()}]
+                    ),
+                },
+            )
         self.seq += 1
         self.step += 1
 
@@ -125,8 +177,18 @@ class SpoolRanks:
         per rank, in the supervisor's partition, which the agent reads at every store batch."""
         t = time.time()
         rows = [{"job_id": JOB, "attempt": 0, "time": t, "name": GOODPUT_RATIO, "value": 0.9}]
-        rows += [{"job_id": JOB, "attempt": 0, "time": t, "name": STRAGGLER_SCORE, "rank": r,
-                  "node": NODE, "value": 1.0} for r in range(len(self.dirs))]
+        rows += [
+            {
+                "job_id": JOB,
+                "attempt": 0,
+                "time": t,
+                "name": STRAGGLER_SCORE,
+                "rank": r,
+                "node": NODE,
+                "value": 1.0,
+            }
+            for r in range(len(self.dirs))
+        ]
         with StoreWriter(self.data_dir, SUPERVISOR_PARTITION) as writer:
             writer.append_rows("job_scores", rows)
 
@@ -156,11 +218,32 @@ def measure(cfg: AgentBenchConfig) -> dict:
         agent_port, floor_port = _free_port(), _free_port()
         spool = SpoolRanks(data, cfg.ranks, cfg.collectives)
         agent = subprocess.Popen(
-            [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(data), "--node", NODE,
-             "--gpu", "sim", "--sim-gpus", "8", "--interval", "1", "--port", str(agent_port),
-             "--log-level", "warning"], stderr=subprocess.PIPE, text=True)
-        floor = subprocess.Popen([sys.executable, "-c", _FLOOR, str(floor_port)],
-                                 stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "triage.cli",
+                "agent",
+                "--data-dir",
+                str(data),
+                "--node",
+                NODE,
+                "--gpu",
+                "sim",
+                "--sim-gpus",
+                "8",
+                "--interval",
+                "1",
+                "--port",
+                str(agent_port),
+                "--log-level",
+                "warning",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        floor = subprocess.Popen(
+            [sys.executable, "-c", _FLOOR, str(floor_port)], stderr=subprocess.PIPE, text=True
+        )
         stop_scrapes = threading.Event()
         scrapes = {"agent": 0, "floor": 0}
         metric_bytes = {"agent": 0, "floor": 0}
@@ -206,19 +289,28 @@ def measure(cfg: AgentBenchConfig) -> dict:
         if not alive:
             raise RuntimeError(f"the agent exited during the run: {agent_log[-2000:]}")
     return {
-        "seconds": round(wall, 2), "ranks": cfg.ranks, "sim_gpus": 8,
-        "spool_flushes_per_rank": spool.step, "scrape_interval_s": cfg.scrape_interval,
-        "agent": {"cpu_share_of_one_core": round(cpu["agent"] / wall, 4),
-                  "peak_rss_mb": round(rss["agent"] / 1e6, 1), "scrapes": scrapes["agent"],
-                  "metrics_bytes": metric_bytes["agent"],
-                  "exported_supervisor_scores": exported_scores},
-        "floor_prometheus_client": {"cpu_share_of_one_core": round(cpu["floor"] / wall, 4),
-                                    "peak_rss_mb": round(rss["floor"] / 1e6, 1),
-                                    "scrapes": scrapes["floor"],
-                                    "metrics_bytes": metric_bytes["floor"]},
+        "seconds": round(wall, 2),
+        "ranks": cfg.ranks,
+        "sim_gpus": 8,
+        "spool_flushes_per_rank": spool.step,
+        "scrape_interval_s": cfg.scrape_interval,
+        "agent": {
+            "cpu_share_of_one_core": round(cpu["agent"] / wall, 4),
+            "peak_rss_mb": round(rss["agent"] / 1e6, 1),
+            "scrapes": scrapes["agent"],
+            "metrics_bytes": metric_bytes["agent"],
+            "exported_supervisor_scores": exported_scores,
+        },
+        "floor_prometheus_client": {
+            "cpu_share_of_one_core": round(cpu["floor"] / wall, 4),
+            "peak_rss_mb": round(rss["floor"] / 1e6, 1),
+            "scrapes": scrapes["floor"],
+            "metrics_bytes": metric_bytes["floor"],
+        },
         "target": {"cpu_share_of_one_core": cfg.target_cpu, "peak_rss_mb": cfg.target_rss_mb},
-        "agent_warnings": [line for line in agent_log.splitlines() if " WARNING " in line
-                           or " ERROR " in line][-10:],
+        "agent_warnings": [
+            line for line in agent_log.splitlines() if " WARNING " in line or " ERROR " in line
+        ][-10:],
     }
 
 
@@ -226,19 +318,27 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(AgentBenchConfig, args)
     r = measure(cfg)
     a, f = r["agent"], r["floor_prometheus_client"]
-    met = (a["cpu_share_of_one_core"] <= cfg.target_cpu and a["peak_rss_mb"] <= cfg.target_rss_mb)
+    met = a["cpu_share_of_one_core"] <= cfg.target_cpu and a["peak_rss_mb"] <= cfg.target_rss_mb
     r["target_met"] = met
     if args.json:
         print(json.dumps(r))
     else:
-        print(f"{r['seconds']:.0f} s, {cfg.ranks} ranks flushing every second, 8 simulated GPUs "
-              f"sampled every second, /metrics scraped every {cfg.scrape_interval:g} s")
-        print(f"triage agent:          CPU {a['cpu_share_of_one_core']:.2%} of one core, peak RSS "
-              f"{a['peak_rss_mb']:.0f} MB ({a['metrics_bytes']:,} bytes per scrape)")
-        print(f"prometheus_client bare: CPU {f['cpu_share_of_one_core']:.2%} of one core, peak RSS "
-              f"{f['peak_rss_mb']:.0f} MB")
-        print(f"target: <= {cfg.target_cpu:.0%} of one core and <= {cfg.target_rss_mb:.0f} MB: "
-              f"{'met' if met else 'MISSED'}")
+        print(
+            f"{r['seconds']:.0f} s, {cfg.ranks} ranks flushing every second, 8 simulated GPUs "
+            f"sampled every second, /metrics scraped every {cfg.scrape_interval:g} s"
+        )
+        print(
+            f"triage agent:          CPU {a['cpu_share_of_one_core']:.2%} of one core, peak RSS "
+            f"{a['peak_rss_mb']:.0f} MB ({a['metrics_bytes']:,} bytes per scrape)"
+        )
+        print(
+            f"prometheus_client bare: CPU {f['cpu_share_of_one_core']:.2%} of one core, peak RSS "
+            f"{f['peak_rss_mb']:.0f} MB"
+        )
+        print(
+            f"target: <= {cfg.target_cpu:.0%} of one core and <= {cfg.target_rss_mb:.0f} MB: "
+            f"{'met' if met else 'MISSED'}"
+        )
         for line in r["agent_warnings"]:
             print(f"agent log: {line}")
     return 0 if met else 1

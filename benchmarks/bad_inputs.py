@@ -32,11 +32,23 @@ _SPOOL = IngestBenchConfig(ranks=2, flushes=6, collectives=4)
 
 def _good(data_dir: Path) -> int:
     """The good data: a spooled job and another partition's stored rows; the spooled steps."""
-    rows, _, _ = write_spool(data_dir, _SPOOL)
+    write_spool(data_dir, _SPOOL)
     with StoreWriter(data_dir, OTHER_NODE) as w:
-        w.append_rows("steps", [{"job_id": OTHER_JOB, "attempt": 0, "rank": 0, "node": OTHER_NODE,
-                                 "step": s, "start_time": 1.7e9 + s, "end_time": 1.7e9 + s + 1}
-                                for s in range(5)])
+        w.append_rows(
+            "steps",
+            [
+                {
+                    "job_id": OTHER_JOB,
+                    "attempt": 0,
+                    "rank": 0,
+                    "node": OTHER_NODE,
+                    "step": s,
+                    "start_time": 1.7e9 + s,
+                    "end_time": 1.7e9 + s + 1,
+                }
+                for s in range(5)
+            ],
+        )
     return _SPOOL.ranks * _SPOOL.flushes
 
 
@@ -76,6 +88,7 @@ def _bad_dir(*parts: bytes) -> Callable[[Path], None]:
         os.makedirs(d)
         with open(os.path.join(d, b"00000000.arrow"), "wb") as fh:
             fh.write(b"x")
+
     return damage
 
 
@@ -126,8 +139,9 @@ def _garbage_footer(data_dir: Path) -> None:
 
 def _newer_table(data_dir: Path) -> None:
     raw = json.loads(_manifest(data_dir).read_text())
-    raw["segments"].append(dict(raw["segments"][0], table="from_a_newer_triage",
-                                file="from_a_newer_triage/x.parquet"))
+    raw["segments"].append(
+        dict(raw["segments"][0], table="from_a_newer_triage", file="from_a_newer_triage/x.parquet")
+    )
     _manifest(data_dir).write_text(json.dumps(raw))
 
 
@@ -167,18 +181,22 @@ def try_case(name: str, template: Path, work: Path, expected: int) -> dict[str, 
             said += [f"{e.path}: {e.error}" for e in report.errors] + report.refused
         with open_snapshot(data_dir) as snap:
             said += snap.problems
-            stored = int(snap.con.execute("SELECT count(*) FROM steps WHERE job_id = $1",
-                                          [JOB]).fetchone()[0])
+            stored = int(
+                snap.con.execute("SELECT count(*) FROM steps WHERE job_id = $1", [JOB]).fetchone()[0]
+            )
         escaped = None
     except Exception as exc:  # noqa: BLE001 - what the benchmark counts
         escaped, stored = f"{type(exc).__name__}: {exc}", 0
     shutil.rmtree(data_dir)
     reported = bool(said) or name in _SILENT
     lost = expected - stored
-    return {"case": name, "contained": escaped is None and reported and lost == 0,
-            "reported": said[0][:160] if said else ("nothing to report" if name in _SILENT
-                                                    else None),
-            "error": escaped, "rows_lost": lost}
+    return {
+        "case": name,
+        "contained": escaped is None and reported and lost == 0,
+        "reported": said[0][:160] if said else ("nothing to report" if name in _SILENT else None),
+        "error": escaped,
+        "rows_lost": lost,
+    }
 
 
 def measure() -> dict[str, object]:
@@ -186,9 +204,13 @@ def measure() -> dict[str, object]:
         template = Path(tmp) / "good"
         expected = _good(template)
         results = [try_case(name, template, Path(tmp), expected) for name in CASES]
-    return {"benchmark": "bad-inputs", "tried": len(results),
-            "contained": sum(bool(r["contained"]) for r in results),
-            "rows_lost": sum(int(r["rows_lost"]) for r in results), "cases": results}
+    return {
+        "benchmark": "bad-inputs",
+        "tried": len(results),
+        "contained": sum(bool(r["contained"]) for r in results),
+        "rows_lost": sum(int(r["rows_lost"]) for r in results),
+        "cases": results,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -204,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
             mark = "contained" if r["contained"] else "NOT CONTAINED"
             print(f"{r['case']:<52} {mark:<13} rows lost {r['rows_lost']}")
             print(f"    {r['reported'] or r['error']}")
-        print(f"{out['tried']} bad inputs tried, {out['contained']} contained, "
-              f"{out['rows_lost']} good rows lost")
+        print(
+            f"{out['tried']} bad inputs tried, {out['contained']} contained, "
+            f"{out['rows_lost']} good rows lost"
+        )
     return 0 if out["contained"] == out["tried"] and out["rows_lost"] == 0 else 1

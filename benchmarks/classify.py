@@ -24,11 +24,11 @@ DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "logs"
 
 @dataclass
 class ClassifyBenchConfig:
-    corpus: str = field(default=str(DEFAULT_CORPUS), metadata={
-        "help": "folder holding the logs and labels.json"})
+    corpus: str = field(
+        default=str(DEFAULT_CORPUS), metadata={"help": "folder holding the logs and labels.json"}
+    )
     target: float = field(default=0.9, metadata={"help": "category accuracy below which exit 1"})
-    repeat: int = field(default=20, metadata={
-        "help": "passes over the corpus when timing throughput"})
+    repeat: int = field(default=20, metadata={"help": "passes over the corpus when timing throughput"})
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.target <= 1.0:
@@ -69,15 +69,22 @@ def evaluate(corpus: Path, repeat: int = 1) -> dict[str, Any]:
         if verdict.category.value == label["category"]:
             correct += 1
         else:
-            misses.append({"file": name, "expected": label["category"],
-                           "got": verdict.category.value, "summary": verdict.summary})
+            misses.append(
+                {
+                    "file": name,
+                    "expected": label["category"],
+                    "got": verdict.category.value,
+                    "summary": verdict.summary,
+                }
+            )
         if label.get("culprit_rank") is not None:
             rank_total += 1
             if verdict.culprit.rank == label["culprit_rank"]:
                 rank_correct += 1
             else:
-                rank_misses.append({"file": name, "expected": label["culprit_rank"],
-                                    "got": verdict.culprit.rank})
+                rank_misses.append(
+                    {"file": name, "expected": label["culprit_rank"], "got": verdict.culprit.rank}
+                )
     n_lines = sum(len(lines) for _, _, lines in logs)
     start = time.perf_counter()
     for _ in range(repeat):
@@ -105,19 +112,22 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         from rich.console import Console
+
         console = Console()
-        rank = ("n/a" if result["rank_accuracy"] is None
-                else f"{result['rank_accuracy']:.1%} of {result['rank_labeled']}")
-        console.print(f"corpus: {result['files']} logs, {result['lines']} lines, "
-                      f"{result['categories']} categories ({cfg.corpus})")
-        console.print(f"category accuracy: [bold]{result['accuracy']:.1%}[/] "
-                      f"(target {cfg.target:.0%})")
+        rank = (
+            "n/a"
+            if result["rank_accuracy"] is None
+            else f"{result['rank_accuracy']:.1%} of {result['rank_labeled']}"
+        )
+        console.print(
+            f"corpus: {result['files']} logs, {result['lines']} lines, "
+            f"{result['categories']} categories ({cfg.corpus})"
+        )
+        console.print(f"category accuracy: [bold]{result['accuracy']:.1%}[/] (target {cfg.target:.0%})")
         console.print(f"culprit-rank accuracy: {rank}")
         console.print(f"throughput: {result['lines_per_s']:,.0f} lines/s")
         for m in result["misses"]:
-            console.print(f"  miss {m['file']}: expected {m['expected']}, got {m['got']}",
-                          markup=False)
+            console.print(f"  miss {m['file']}: expected {m['expected']}, got {m['got']}", markup=False)
         for m in result["rank_misses"]:
-            console.print(f"  rank miss {m['file']}: expected {m['expected']}, got {m['got']}",
-                          markup=False)
+            console.print(f"  rank miss {m['file']}: expected {m['expected']}, got {m['got']}", markup=False)
     return 0 if result["accuracy"] >= cfg.target else 1

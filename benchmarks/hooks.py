@@ -29,9 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from triage.config import ConfigError, add_config_args, config_from_args
 
@@ -40,19 +41,24 @@ PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_ddp.py"
 
 @dataclass
 class HooksBenchConfig:
-    model: str = field(default="small", metadata={"help": "reference model size", "choices": ("tiny", "small")})
+    model: str = field(
+        default="small", metadata={"help": "reference model size", "choices": ("tiny", "small")}
+    )
     nproc: int = field(default=4, metadata={"help": "ranks (one node)"})
     steps: int = field(default=12, metadata={"help": "steps per training run"})
     rounds: int = field(default=2, metadata={"help": "A/B pairs of training runs"})
     events: int = field(default=20000, metadata={"help": "events per side in the per-event timing"})
     overhead_target: float = field(default=1.01, metadata={"help": "max overhead_ratio"})
     event_target_us: float = field(default=5.0, metadata={"help": "max microseconds per event"})
-    plain_steps: int = field(default=30, metadata={
-        "help": "steps per run of the plain DDP script (zero-code A/B)"})
-    auto_step_target_us: float = field(default=50.0, metadata={
-        "help": "max microseconds the zero-code hooks add to one optimizer step"})
-    skip_training: bool = field(default=False, metadata={
-        "help": "only the in-process per-event timing (seconds instead of minutes)"})
+    plain_steps: int = field(
+        default=30, metadata={"help": "steps per run of the plain DDP script (zero-code A/B)"}
+    )
+    auto_step_target_us: float = field(
+        default=50.0, metadata={"help": "max microseconds the zero-code hooks add to one optimizer step"}
+    )
+    skip_training: bool = field(
+        default=False, metadata={"help": "only the in-process per-event timing (seconds instead of minutes)"}
+    )
 
     def __post_init__(self) -> None:
         if min(self.nproc, self.steps, self.rounds, self.events) < 1:
@@ -66,11 +72,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _median_step_time(cfg: HooksBenchConfig, telemetry: bool, workdir: Path, i: int) -> float:
     summary = workdir / f"run{i}-{'on' if telemetry else 'off'}.json"
-    cmd = [sys.executable, "-m", "triage.cli", "train", "--model", cfg.model,
-           "--nproc-per-node", str(cfg.nproc), "--steps", str(cfg.steps),
-           "--checkpoint-every", "0", "--data-dir", str(workdir / "data"),
-           "--job-id", f"bench-hooks-{i}-{int(telemetry)}", "--summary", str(summary),
-           "--telemetry" if telemetry else "--no-telemetry"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "triage.cli",
+        "train",
+        "--model",
+        cfg.model,
+        "--nproc-per-node",
+        str(cfg.nproc),
+        "--steps",
+        str(cfg.steps),
+        "--checkpoint-every",
+        "0",
+        "--data-dir",
+        str(workdir / "data"),
+        "--job-id",
+        f"bench-hooks-{i}-{int(telemetry)}",
+        "--summary",
+        str(summary),
+        "--telemetry" if telemetry else "--no-telemetry",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"training run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -94,10 +116,24 @@ def _plain_step_time(cfg: HooksBenchConfig, auto: bool, workdir: Path, i: int) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIAGE_")}
     if auto:
         auto_hooks_env(env)
-        env.update({ENV_DATA_DIR: str(workdir / "data"), ENV_JOB_ID: f"bench-auto-{i}",
-                    ENV_BUFFER: str(DEFAULT_BUFFER_ENTRIES)})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(cfg.nproc), str(PLAIN_SCRIPT), "--steps", str(cfg.plain_steps)]
+        env.update(
+            {
+                ENV_DATA_DIR: str(workdir / "data"),
+                ENV_JOB_ID: f"bench-auto-{i}",
+                ENV_BUFFER: str(DEFAULT_BUFFER_ENTRIES),
+            }
+        )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(cfg.nproc),
+        str(PLAIN_SCRIPT),
+        "--steps",
+        str(cfg.plain_steps),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"plain run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -115,9 +151,18 @@ def _auto_step_cost(n: int, data_dir: Path) -> float:
     from triage.trainer_hooks.config import MonitorConfig
     from triage.trainer_hooks.monitor import TrainingMonitor
 
-    mon = TrainingMonitor(MonitorConfig(data_dir=data_dir, job_id="bench-auto", canary_every=0,
-                                        rank=0, world_size=1, buffer_capacity=4 * n,
-                                        mode="auto", collectives=False)).start()
+    mon = TrainingMonitor(
+        MonitorConfig(
+            data_dir=data_dir,
+            job_id="bench-auto",
+            canary_every=0,
+            rank=0,
+            world_size=1,
+            buffer_capacity=4 * n,
+            mode="auto",
+            collectives=False,
+        )
+    ).start()
     model = torch.nn.Linear(8, 8)
     opt = torch.optim.AdamW(model.parameters(), lr=0.01)
     x = torch.randn(4, 8)
@@ -152,10 +197,19 @@ def _per_event_costs(n: int, data_dir: Path) -> dict[str, float]:
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
-    mon = TrainingMonitor(MonitorConfig(data_dir=data_dir, job_id="bench-events", canary_every=0,
-                                        rank=0, world_size=1, buffer_capacity=4 * n)).start()
+    mon = TrainingMonitor(
+        MonitorConfig(
+            data_dir=data_dir,
+            job_id="bench-events",
+            canary_every=0,
+            rank=0,
+            world_size=1,
+            buffer_capacity=4 * n,
+        )
+    ).start()
     null = NullStep()
     tensor = torch.ones(1)
+
     # The wrapper's own cost, measured around a collective that returns at once: a real gloo
     # all-reduce takes 50-100 us here and varies by more than the 5 us being measured.
     def instant_all_reduce(tensor: Any, op: Any = None, group: Any = None, async_op: bool = False) -> None:
@@ -167,7 +221,7 @@ def _per_event_costs(n: int, data_dir: Path) -> dict[str, float]:
     def steps(use_monitor: bool, count: int) -> float:
         t0 = time.perf_counter()
         for i in range(count):
-            with (mon.step(i, tokens=1, samples=1) if use_monitor else null) as s:
+            with mon.step(i, tokens=1, samples=1) if use_monitor else null as s:
                 with s.data():
                     pass
                 with s.compute():
@@ -199,19 +253,23 @@ def _per_event_costs(n: int, data_dir: Path) -> dict[str, float]:
     }
 
 
-def _ab_rounds(rounds: int, measure: Callable[[bool, int], float], label: str,
-               verbose: bool) -> tuple[list[float], list[float]]:
+def _ab_rounds(
+    rounds: int, measure: Callable[[bool, int], float], label: str, verbose: bool
+) -> tuple[list[float], list[float]]:
     """Median step times with the feature on and off, alternating A B B A ... so that drift in
     the machine's load hits both sides alike."""
     on: list[float] = []
     off: list[float] = []
     for i in range(rounds):
-        for enabled in ((True, False) if i % 2 == 0 else (False, True)):
+        for enabled in (True, False) if i % 2 == 0 else (False, True):
             t = measure(enabled, i)
             (on if enabled else off).append(t)
             if verbose:
-                print(f"round {i + 1}/{rounds} {label} {'on ' if enabled else 'off'}: median "
-                      f"step {t * 1000:.1f} ms", file=sys.stderr)
+                print(
+                    f"round {i + 1}/{rounds} {label} {'on ' if enabled else 'off'}: median "
+                    f"step {t * 1000:.1f} ms",
+                    file=sys.stderr,
+                )
     return on, off
 
 
@@ -223,27 +281,45 @@ def run(args: argparse.Namespace) -> int:
         result.update(_per_event_costs(cfg.events, work / "events"))
         per_event = max(result["step_record_us"], result["collective_record_us"])
         result["auto_step_record_us"] = _auto_step_cost(cfg.events // 4, work / "auto")
-        ok = (per_event <= cfg.event_target_us
-              and result["auto_step_record_us"] <= cfg.auto_step_target_us)
+        ok = per_event <= cfg.event_target_us and result["auto_step_record_us"] <= cfg.auto_step_target_us
         if not cfg.skip_training:
-            on, off = _ab_rounds(cfg.rounds, lambda telemetry, i: _median_step_time(
-                cfg, telemetry, work, i), "reference trainer, telemetry", not args.json)
-            result.update({
-                "model": cfg.model, "ranks": cfg.nproc, "steps_per_run": cfg.steps,
-                "step_time_on_s": statistics.median(on), "step_time_off_s": statistics.median(off),
-                "runs_on_s": on, "runs_off_s": off,
-                "overhead_ratio": statistics.median(on) / statistics.median(off),
-                "overhead_target": cfg.overhead_target,
-            })
-            auto_on, auto_off = _ab_rounds(cfg.rounds, lambda auto, i: _plain_step_time(
-                cfg, auto, work, i), "plain DDP script, zero-code hooks", not args.json)
-            result.update({
-                "plain_step_time_auto_s": statistics.median(auto_on),
-                "plain_step_time_bare_s": statistics.median(auto_off),
-                "auto_overhead_ratio": statistics.median(auto_on) / statistics.median(auto_off),
-            })
-            ok = (ok and result["overhead_ratio"] <= cfg.overhead_target
-                  and result["auto_overhead_ratio"] <= cfg.overhead_target)
+            on, off = _ab_rounds(
+                cfg.rounds,
+                lambda telemetry, i: _median_step_time(cfg, telemetry, work, i),
+                "reference trainer, telemetry",
+                not args.json,
+            )
+            result.update(
+                {
+                    "model": cfg.model,
+                    "ranks": cfg.nproc,
+                    "steps_per_run": cfg.steps,
+                    "step_time_on_s": statistics.median(on),
+                    "step_time_off_s": statistics.median(off),
+                    "runs_on_s": on,
+                    "runs_off_s": off,
+                    "overhead_ratio": statistics.median(on) / statistics.median(off),
+                    "overhead_target": cfg.overhead_target,
+                }
+            )
+            auto_on, auto_off = _ab_rounds(
+                cfg.rounds,
+                lambda auto, i: _plain_step_time(cfg, auto, work, i),
+                "plain DDP script, zero-code hooks",
+                not args.json,
+            )
+            result.update(
+                {
+                    "plain_step_time_auto_s": statistics.median(auto_on),
+                    "plain_step_time_bare_s": statistics.median(auto_off),
+                    "auto_overhead_ratio": statistics.median(auto_on) / statistics.median(auto_off),
+                }
+            )
+            ok = (
+                ok
+                and result["overhead_ratio"] <= cfg.overhead_target
+                and result["auto_overhead_ratio"] <= cfg.overhead_target
+            )
         result["event_target_us"] = cfg.event_target_us
         result["within_targets"] = ok
     if args.json:

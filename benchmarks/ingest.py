@@ -16,8 +16,8 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 from pathlib import Path
 
 import duckdb
@@ -41,8 +41,10 @@ class IngestBenchConfig:
     ranks: int = field(default=8, metadata={"help": "ranks writing spools"})
     flushes: int = field(default=60, metadata={"help": "flushes (segments per table) per rank"})
     collectives: int = field(default=2000, metadata={"help": "collective rows per flush per rank"})
-    naive_rows: int = field(default=2000, metadata={
-        "help": "rows inserted one by one for the naive baseline (extrapolated to rows/s)"})
+    naive_rows: int = field(
+        default=2000,
+        metadata={"help": "rows inserted one by one for the naive baseline (extrapolated to rows/s)"},
+    )
     target: float = field(default=1_000_000.0, metadata={"help": "rows/s below which exit 1"})
 
     def __post_init__(self) -> None:
@@ -57,11 +59,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _table(name: str, n: int, rank: int, values: dict[str, np.ndarray | list]) -> pa.Table:
     schema = SPOOL_TABLES[name]
-    ident = {"job_id": [JOB] * n, "attempt": np.zeros(n), "rank": np.full(n, rank),
-             "node": [NODE] * n, "gpu": np.full(n, rank % 8)}
+    ident = {
+        "job_id": [JOB] * n,
+        "attempt": np.zeros(n),
+        "rank": np.full(n, rank),
+        "node": [NODE] * n,
+        "gpu": np.full(n, rank % 8),
+    }
     cols = {**ident, **values}
-    return pa.table({f.name: pa.array(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type)
-                     for f in schema}, schema=schema)
+    return pa.table(
+        {f.name: pa.array(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema},
+        schema=schema,
+    )
 
 
 def spool_flushes(cfg: IngestBenchConfig) -> Iterator[tuple[int, int, dict[str, pa.Table]]]:
@@ -74,20 +83,54 @@ def spool_flushes(cfg: IngestBenchConfig) -> Iterator[tuple[int, int, dict[str, 
             t = 1.7e9 + step
             enter = t + np.sort(rng.random(c))
             tables = {
-                "steps": _table("steps", 1, rank, {"step": [step], "start_time": [t], "end_time": [t + 0.98],
-                                                   "compute_s": [0.7], "tokens": [8192], "loss": [2.5]}),
-                "collectives": _table("collectives", c, rank, {
-                    "seq": np.arange(step * c, (step + 1) * c), "op": ops,
-                    "group": ["tp"] * c, "group_size": np.full(c, 8), "bytes": np.full(c, 1 << 22),
-                    "dtype": ["bfloat16"] * c, "step": np.full(c, step), "enter_time": enter,
-                    "end_time": enter + 0.0004, "algbw_bytes_per_s": rng.random(c) * 1e11,
-                    "busbw_bytes_per_s": rng.random(c) * 1e11}),
-                "heartbeats": _table("heartbeats", 1, rank, {"time": [t + 0.99], "step": [step],
-                                                             "pid": [1000 + rank]}),
+                "steps": _table(
+                    "steps",
+                    1,
+                    rank,
+                    {
+                        "step": [step],
+                        "start_time": [t],
+                        "end_time": [t + 0.98],
+                        "compute_s": [0.7],
+                        "tokens": [8192],
+                        "loss": [2.5],
+                    },
+                ),
+                "collectives": _table(
+                    "collectives",
+                    c,
+                    rank,
+                    {
+                        "seq": np.arange(step * c, (step + 1) * c),
+                        "op": ops,
+                        "group": ["tp"] * c,
+                        "group_size": np.full(c, 8),
+                        "bytes": np.full(c, 1 << 22),
+                        "dtype": ["bfloat16"] * c,
+                        "step": np.full(c, step),
+                        "enter_time": enter,
+                        "end_time": enter + 0.0004,
+                        "algbw_bytes_per_s": rng.random(c) * 1e11,
+                        "busbw_bytes_per_s": rng.random(c) * 1e11,
+                    },
+                ),
+                "heartbeats": _table(
+                    "heartbeats", 1, rank, {"time": [t + 0.99], "step": [step], "pid": [1000 + rank]}
+                ),
             }
             if step % 10 == 0:
-                tables["events"] = _table("events", 1, rank, {"time": [t], "kind": ["canary"], "step": [step],
-                                                              "message": ["canary ok"], "detail": ["{}"]})
+                tables["events"] = _table(
+                    "events",
+                    1,
+                    rank,
+                    {
+                        "time": [t],
+                        "kind": ["canary"],
+                        "step": [step],
+                        "message": ["canary ok"],
+                        "detail": ["{}"],
+                    },
+                )
             yield rank, step, tables
 
 
@@ -101,7 +144,9 @@ def write_spool(data_dir: Path, cfg: IngestBenchConfig, fmt: str = "arrow") -> t
         if fmt == "arrow":
             paths = [write_segment(d, step, tables)]
         else:
-            paths = [d / f"{step * len(SPOOL_TABLES) + i:08d}.{name}.parquet" for i, name in enumerate(tables)]
+            paths = [
+                d / f"{step * len(SPOOL_TABLES) + i:08d}.{name}.parquet" for i, name in enumerate(tables)
+            ]
             for path, table in zip(paths, tables.values()):
                 pq.write_table(table, path, compression="snappy")
         rows += sum(t.num_rows for t in tables.values())
@@ -115,8 +160,10 @@ def timed_ingest(data_dir: Path, spool_rows: int) -> tuple[float, IngestReport]:
     report = ingest_spools(data_dir, NODE)
     elapsed = time.perf_counter() - start
     if report.total_rows != spool_rows or report.errors:
-        raise RuntimeError(f"ingest stored {report.total_rows} of {spool_rows} rows "
-                           f"({len(report.errors)} errors): the benchmark would measure a broken store")
+        raise RuntimeError(
+            f"ingest stored {report.total_rows} of {spool_rows} rows "
+            f"({len(report.errors)} errors): the benchmark would measure a broken store"
+        )
     return elapsed, report
 
 
@@ -139,7 +186,9 @@ def measure(cfg: IngestBenchConfig) -> dict:
     with tempfile.TemporaryDirectory(prefix="triage-bench-ingest-") as tmp:
         data_dir = Path(tmp) / "arrow"
         spool_rows, spool_files, spool_bytes = write_spool(data_dir, cfg)
-        sample = read_segment(next((data_dir / "spool").rglob("*.arrow")))["collectives"].slice(0, cfg.naive_rows)
+        sample = read_segment(next((data_dir / "spool").rglob("*.arrow")))["collectives"].slice(
+            0, cfg.naive_rows
+        )
         elapsed, report = timed_ingest(data_dir, spool_rows)
         manifest = load_manifest(partition_dir(data_dir, NODE))
         store_bytes = sum(s.bytes for s in manifest.segments)
@@ -149,14 +198,22 @@ def measure(cfg: IngestBenchConfig) -> dict:
         naive = naive_rows_per_s(Path(tmp), sample)
     rate = spool_rows / elapsed
     return {
-        "rows": spool_rows, "rows_by_table": report.rows, "spool_segments": spool_files,
+        "rows": spool_rows,
+        "rows_by_table": report.rows,
+        "spool_segments": spool_files,
         "spool_bytes_per_million_rows": spool_bytes / spool_rows * 1e6,
-        "store_segments": len(manifest.segments), "seconds": elapsed, "rows_per_s": rate,
+        "store_segments": len(manifest.segments),
+        "seconds": elapsed,
+        "rows_per_s": rate,
         "spool_segments_per_s": spool_files / elapsed,
-        "store_bytes": store_bytes, "store_bytes_per_million_rows": store_bytes / spool_rows * 1e6,
-        "parquet_spool_files": legacy_files, "parquet_spool_rows_per_s": spool_rows / legacy_elapsed,
+        "store_bytes": store_bytes,
+        "store_bytes_per_million_rows": store_bytes / spool_rows * 1e6,
+        "parquet_spool_files": legacy_files,
+        "parquet_spool_rows_per_s": spool_rows / legacy_elapsed,
         "parquet_spool_bytes_per_million_rows": legacy_bytes / spool_rows * 1e6,
-        "naive_rows": sample.num_rows, "naive_rows_per_s": naive, "speedup_vs_naive": rate / naive,
+        "naive_rows": sample.num_rows,
+        "naive_rows_per_s": naive,
+        "speedup_vs_naive": rate / naive,
         "target_rows_per_s": cfg.target,
     }
 
@@ -167,17 +224,29 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(r))
     else:
-        print(f"spool: {r['rows']:,} rows in {r['spool_segments']:,} segments from {cfg.ranks} ranks "
-              f"({r['rows_by_table']})")
-        print(f"ingest: {r['seconds']:.2f} s = {r['rows_per_s']:,.0f} rows/s, "
-              f"{r['spool_segments_per_s']:,.0f} spool segments/s (target {cfg.target:,.0f} rows/s)")
-        print(f"spool: {r['spool_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows (Arrow IPC, "
-              "a segment per flush)")
-        print(f"store: {r['store_segments']} segments, {r['store_bytes']:,} bytes = "
-              f"{r['store_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows")
-        print(f"same rows as {r['parquet_spool_files']:,} Parquet files, a file per table and flush "
-              f"(the spool layout before): {r['parquet_spool_rows_per_s']:,.0f} rows/s, "
-              f"{r['parquet_spool_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows")
-        print(f"naive row-by-row INSERT: {r['naive_rows_per_s']:,.0f} rows/s on {r['naive_rows']:,} rows; "
-              f"ingest is {r['speedup_vs_naive']:,.0f}x faster")
+        print(
+            f"spool: {r['rows']:,} rows in {r['spool_segments']:,} segments from {cfg.ranks} ranks "
+            f"({r['rows_by_table']})"
+        )
+        print(
+            f"ingest: {r['seconds']:.2f} s = {r['rows_per_s']:,.0f} rows/s, "
+            f"{r['spool_segments_per_s']:,.0f} spool segments/s (target {cfg.target:,.0f} rows/s)"
+        )
+        print(
+            f"spool: {r['spool_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows (Arrow IPC, "
+            "a segment per flush)"
+        )
+        print(
+            f"store: {r['store_segments']} segments, {r['store_bytes']:,} bytes = "
+            f"{r['store_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows"
+        )
+        print(
+            f"same rows as {r['parquet_spool_files']:,} Parquet files, a file per table and flush "
+            f"(the spool layout before): {r['parquet_spool_rows_per_s']:,.0f} rows/s, "
+            f"{r['parquet_spool_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows"
+        )
+        print(
+            f"naive row-by-row INSERT: {r['naive_rows_per_s']:,.0f} rows/s on {r['naive_rows']:,} rows; "
+            f"ingest is {r['speedup_vs_naive']:,.0f}x faster"
+        )
     return 0 if r["rows_per_s"] >= cfg.target else 1

@@ -25,8 +25,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     torch.manual_seed(dist.get_rank())
     w = args.width
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(w, 4 * w), torch.nn.GELU(),
-                                    torch.nn.Linear(4 * w, w)))
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(w, 4 * w), torch.nn.GELU(), torch.nn.Linear(4 * w, w)))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times = []
     for _ in range(args.steps):

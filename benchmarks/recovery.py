@@ -29,16 +29,20 @@ from triage.supervisor.supervisor import Supervisor
 
 @dataclass
 class RecoveryBenchConfig:
-    scenarios: str = field(default="crash,hang,gpu-lost", metadata={
-        "help": "comma-separated demo scenarios to measure"})
-    data_dir: str | None = field(default=None, metadata={
-        "help": "keep the runs here (default: a temporary directory, removed afterwards)"})
+    scenarios: str = field(
+        default="crash,hang,gpu-lost", metadata={"help": "comma-separated demo scenarios to measure"}
+    )
+    data_dir: str | None = field(
+        default=None,
+        metadata={"help": "keep the runs here (default: a temporary directory, removed afterwards)"},
+    )
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.scenarios.split(",") if s not in SCENARIOS]
         if unknown:
-            raise ConfigError(f"--scenarios: unknown {', '.join(unknown)}; choose from "
-                              f"{', '.join(SCENARIOS)}")
+            raise ConfigError(
+                f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}"
+            )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,16 +53,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure(name: str, data_dir: Path) -> dict[str, object]:
     scenario = SCENARIOS[name]
     job_id = f"bench-recovery-{name}-{int(time.time())}"
-    cfg = SupervisorConfig(job_id=job_id, data_dir=str(data_dir), hang_timeout=HANG_TIMEOUT_S,
-                           backoff=1.0, grace=5.0, max_restarts=3)
+    cfg = SupervisorConfig(
+        job_id=job_id,
+        data_dir=str(data_dir),
+        hang_timeout=HANG_TIMEOUT_S,
+        backoff=1.0,
+        grace=5.0,
+        max_restarts=3,
+    )
     started = time.time()
     report = Supervisor(cfg, scenario.train_command()).run()
-    goodput = ((report.analysis or {}).get("goodput") or {})
+    goodput = (report.analysis or {}).get("goodput") or {}
     first = report.attempts[0]
     return {
-        "scenario": name, "job_id": job_id, "status": report.status,
+        "scenario": name,
+        "job_id": job_id,
+        "status": report.status,
         "wall_s": round(time.time() - started, 1),
-        "verdict": (first.verdict or {}).get("category"), "action": first.action,
+        "verdict": (first.verdict or {}).get("category"),
+        "action": first.action,
         "excluded_nodes": report.excluded_nodes,
         "recoveries": report.recoveries(),
         "goodput_ratio": goodput.get("ratio"),
@@ -78,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         for r in results:
             rec = r["recoveries"][0] if r["recoveries"] else {}
-            print(f"{r['scenario']:<10} {r['status']:<10} verdict {r['verdict']} -> {r['action']}; "
-                  f"detect {rec.get('detect_s', '-')} s ({rec.get('detection', '-')}), "
-                  f"recover {rec.get('recover_s', '-')} s, steps lost {rec.get('steps_lost', '-')},"
-                  f" goodput {r['goodput_ratio']}, wall {r['wall_s']} s")
+            print(
+                f"{r['scenario']:<10} {r['status']:<10} verdict {r['verdict']} -> {r['action']}; "
+                f"detect {rec.get('detect_s', '-')} s ({rec.get('detection', '-')}), "
+                f"recover {rec.get('recover_s', '-')} s, steps lost {rec.get('steps_lost', '-')},"
+                f" goodput {r['goodput_ratio']}, wall {r['wall_s']} s"
+            )
     return 0 if all(r["status"] == "completed" for r in results) else 1

@@ -25,13 +25,20 @@ class GpuCollector(Collector, Protocol):
 
 @dataclass
 class GpuConfig:
-    gpu: str = field(default="nvml", metadata={
-        "help": "GPU health source: nvml (real GPUs), sim (simulated H100s, for machines "
-                "without GPUs), none", "choices": GPU_BACKENDS})
+    gpu: str = field(
+        default="nvml",
+        metadata={
+            "help": "GPU health source: nvml (real GPUs), sim (simulated H100s, for machines "
+            "without GPUs), none",
+            "choices": GPU_BACKENDS,
+        },
+    )
     sim_gpus: int = field(default=8, metadata={"help": "simulated GPUs per node (--gpu sim)"})
     sim_seed: int = field(default=0, metadata={"help": "seed of the simulated GPUs' noise"})
-    nvml_event_timeout_ms: int = field(default=500, metadata={
-        "help": "how long the NVML Xid event thread waits per call; bounds how fast it stops"})
+    nvml_event_timeout_ms: int = field(
+        default=500,
+        metadata={"help": "how long the NVML Xid event thread waits per call; bounds how fast it stops"},
+    )
 
     def __post_init__(self) -> None:
         if self.gpu not in GPU_BACKENDS:
@@ -42,12 +49,12 @@ class GpuConfig:
             raise ConfigError(f"--nvml-event-timeout-ms must be >= 1, got {self.nvml_event_timeout_ms}")
 
 
-def make_gpu_collector(config: GpuConfig, node: str, data_dir: str | os.PathLike[str],
-                       load: LoadProvider = idle_load) -> GpuCollector | None:
+def make_gpu_collector(
+    config: GpuConfig, node: str, data_dir: str | os.PathLike[str], load: LoadProvider = idle_load
+) -> GpuCollector | None:
     """The configured GPU collector, or None for `--gpu none`."""
     if config.gpu == "sim":
-        return SimGpuCollector(node, data_dir, num_gpus=config.sim_gpus, seed=config.sim_seed,
-                               load=load)
+        return SimGpuCollector(node, data_dir, num_gpus=config.sim_gpus, seed=config.sim_seed, load=load)
     if config.gpu == "nvml":
         return NvmlGpuCollector(node, event_timeout_ms=config.nvml_event_timeout_ms)
     return None

@@ -25,9 +25,15 @@ PidProvider = Callable[[], Mapping[int, int]]
 
 @dataclass
 class HostConfig:
-    disk_paths: list[str] = field(default_factory=list, metadata={
-        "help": "directory whose filesystem free space to watch (repeatable; the agent adds "
-                "the data directory)", "flag": "--disk-path", "metavar": "PATH"})
+    disk_paths: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "directory whose filesystem free space to watch (repeatable; the agent adds "
+            "the data directory)",
+            "flag": "--disk-path",
+            "metavar": "PATH",
+        },
+    )
 
     def __post_init__(self) -> None:
         self.disk_paths = [str(p) for p in self.disk_paths]
@@ -84,8 +90,13 @@ def process_alive(pid: int, proc: Path = Path("/proc")) -> bool:
 class HostCollector:
     name = "host"
 
-    def __init__(self, config: HostConfig, node: str, pids: PidProvider | None = None,
-                 proc: str | os.PathLike[str] = "/proc") -> None:
+    def __init__(
+        self,
+        config: HostConfig,
+        node: str,
+        pids: PidProvider | None = None,
+        proc: str | os.PathLike[str] = "/proc",
+    ) -> None:
         self.config = config
         self.node = node
         self.pids = pids
@@ -100,8 +111,13 @@ class HostCollector:
         if source not in self._warned:
             self._warned.add(source)
             log.warning("host: cannot read %s (%s); reported as unavailable", source, exc)
-        return Unavailable(time=now, node=self.node, collector=self.name, source=source,
-                           reason=f"{type(exc).__name__}: {exc}")
+        return Unavailable(
+            time=now,
+            node=self.node,
+            collector=self.name,
+            source=source,
+            reason=f"{type(exc).__name__}: {exc}",
+        )
 
     def collect(self, now: float) -> list[Record]:
         records: list[Record] = []
@@ -121,15 +137,22 @@ class HostCollector:
         try:
             mem = _meminfo(self.proc)
             total_mem, available = mem["MemTotal"], mem["MemAvailable"]
-            values.update(memory_total_bytes=total_mem, memory_available_bytes=available,
-                          memory_used_bytes=total_mem - available,
-                          swap_used_bytes=mem["SwapTotal"] - mem["SwapFree"])
+            values.update(
+                memory_total_bytes=total_mem,
+                memory_available_bytes=available,
+                memory_used_bytes=total_mem - available,
+                swap_used_bytes=mem["SwapTotal"] - mem["SwapFree"],
+            )
         except (OSError, ValueError, KeyError) as exc:
             records.append(self._unavailable(now, "proc:meminfo", exc))
         try:
             rx_err, tx_err, rx_drop, tx_drop = _net_errors(self.proc)
-            values.update(net_rx_errors_total=rx_err, net_tx_errors_total=tx_err,
-                          net_rx_drops_total=rx_drop, net_tx_drops_total=tx_drop)
+            values.update(
+                net_rx_errors_total=rx_err,
+                net_tx_errors_total=tx_err,
+                net_rx_drops_total=rx_drop,
+                net_tx_drops_total=tx_drop,
+            )
         except (OSError, ValueError, IndexError) as exc:
             records.append(self._unavailable(now, "proc:net/dev", exc))
         records.append(HostSample(time=now, node=self.node, **values))
@@ -139,12 +162,21 @@ class HostCollector:
             except OSError as exc:
                 records.append(self._unavailable(now, f"disk:{path}", exc))
                 continue
-            records.append(DiskSample(time=now, node=self.node, path=path,
-                                      free_bytes=st.f_bavail * st.f_frsize,
-                                      total_bytes=st.f_blocks * st.f_frsize))
+            records.append(
+                DiskSample(
+                    time=now,
+                    node=self.node,
+                    path=path,
+                    free_bytes=st.f_bavail * st.f_frsize,
+                    total_bytes=st.f_blocks * st.f_frsize,
+                )
+            )
         for rank, pid in sorted((self.pids() if self.pids else {}).items()):
-            records.append(ProcessSample(time=now, node=self.node, pid=pid, rank=rank,
-                                         alive=process_alive(pid, self.proc)))
+            records.append(
+                ProcessSample(
+                    time=now, node=self.node, pid=pid, rank=rank, alive=process_alive(pid, self.proc)
+                )
+            )
         return records
 
     def close(self) -> None:

@@ -37,11 +37,17 @@ _REOPEN_INTERVAL_S = 60.0
 
 @dataclass
 class KernelLogConfig:
-    kernel_log: str = field(default="auto", metadata={
-        "help": "kernel log to read: auto (/dev/kmsg, else journalctl -k), kmsg, journalctl, "
-                "none, or the path of a log file to tail", "metavar": "SOURCE"})
-    kernel_log_from_start: bool = field(default=False, metadata={
-        "help": "read the kernel log from its beginning instead of from now"})
+    kernel_log: str = field(
+        default="auto",
+        metadata={
+            "help": "kernel log to read: auto (/dev/kmsg, else journalctl -k), kmsg, journalctl, "
+            "none, or the path of a log file to tail",
+            "metavar": "SOURCE",
+        },
+    )
+    kernel_log_from_start: bool = field(
+        default=False, metadata={"help": "read the kernel log from its beginning instead of from now"}
+    )
 
     def __post_init__(self) -> None:
         if not self.kernel_log:
@@ -68,8 +74,7 @@ class KmsgSource:
 
     description = "/dev/kmsg"
 
-    def __init__(self, path: str = KMSG_PATH, after_seq: int | None = None,
-                 from_start: bool = False) -> None:
+    def __init__(self, path: str = KMSG_PATH, after_seq: int | None = None, from_start: bool = False) -> None:
         self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         self.after_seq = after_seq
         self.lost_records = 0
@@ -128,7 +133,7 @@ class JournalctlSource:
         lines = []
         for line in out.stdout.splitlines():
             if line.startswith("-- cursor: "):
-                self._cursor = line[len("-- cursor: "):].strip()
+                self._cursor = line[len("-- cursor: ") :].strip()
             elif line and not line.startswith("-- "):
                 lines.append(line)
         return lines
@@ -170,8 +175,10 @@ def open_source(config: KernelLogConfig) -> LineSource:
     if config.kernel_log == "journalctl":
         return JournalctlSource(from_start=config.kernel_log_from_start)
     errors = []
-    for opener in (lambda: KmsgSource(from_start=config.kernel_log_from_start),
-                   lambda: JournalctlSource(from_start=config.kernel_log_from_start)):
+    for opener in (
+        lambda: KmsgSource(from_start=config.kernel_log_from_start),
+        lambda: JournalctlSource(from_start=config.kernel_log_from_start),
+    ):
         try:
             return opener()
         except OSError as exc:
@@ -185,8 +192,15 @@ class KernelLogCollector:
 
     name = "kernel_log"
 
-    def __init__(self, config: KernelLogConfig, node: str, gpus: Sequence[GpuIdentity] = (),
-                 *, simulated: bool = False, source: LineSource | None = None) -> None:
+    def __init__(
+        self,
+        config: KernelLogConfig,
+        node: str,
+        gpus: Sequence[GpuIdentity] = (),
+        *,
+        simulated: bool = False,
+        source: LineSource | None = None,
+    ) -> None:
         self.config = config
         self.node = node
         self.simulated = simulated
@@ -211,9 +225,11 @@ class KernelLogCollector:
 
     def _mark_unavailable(self, reason: str) -> None:
         if self._unavailable_reason is None:
-            log.warning("kernel log unavailable (%s); Xid/AER/OOM lines will not be seen. "
-                        "Run the agent as root or with CAP_SYSLOG, or pass --kernel-log PATH.",
-                        reason)
+            log.warning(
+                "kernel log unavailable (%s); Xid/AER/OOM lines will not be seen. "
+                "Run the agent as root or with CAP_SYSLOG, or pass --kernel-log PATH.",
+                reason,
+            )
         self._unavailable_reason = reason
 
     def collect(self, now: float) -> list[Record]:
@@ -229,11 +245,24 @@ class KernelLogCollector:
                 self._mark_unavailable(f"{source.description}: {exc}")
         records: list[Record] = []
         if self._unavailable_reason is not None:
-            records.append(Unavailable(time=now, node=self.node, collector=self.name,
-                                       source="kernel_log", reason=self._unavailable_reason))
+            records.append(
+                Unavailable(
+                    time=now,
+                    node=self.node,
+                    collector=self.name,
+                    source="kernel_log",
+                    reason=self._unavailable_reason,
+                )
+            )
         for line in lines:
-            ev = parse_line(line, node=self.node, now=now, boot_time=self._boot_time,
-                            gpu_by_pci=self._gpu_by_pci, simulated=self.simulated)
+            ev = parse_line(
+                line,
+                node=self.node,
+                now=now,
+                boot_time=self._boot_time,
+                gpu_by_pci=self._gpu_by_pci,
+                simulated=self.simulated,
+            )
             if ev is None or self._is_repeated_oom(ev):
                 continue
             records.append(ev)

@@ -22,8 +22,14 @@ from types import ModuleType
 from typing import Any
 
 from triage.collectors.pci import normalize_pci_bus_id
-from triage.collectors.records import (GpuEvent, GpuIdentity, GpuSample, Record, Unavailable,
-                                       decode_clock_events)
+from triage.collectors.records import (
+    GpuEvent,
+    GpuIdentity,
+    GpuSample,
+    Record,
+    Unavailable,
+    decode_clock_events,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +43,28 @@ def _text(value: Any) -> str:
 
 def _clock_reasons(nv: ModuleType, h: Any) -> dict[str, Any]:
     # Renamed from "throttle" to "clocks event" reasons in newer NVML; same bits.
-    fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    fn = (
+        getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     mask = int(fn(h))
     return {"clock_event_reasons": mask, **decode_clock_events(mask)}
 
 
 def _remapped_rows(nv: ModuleType, h: Any) -> dict[str, Any]:
     corr, unc, pending, failure = nv.nvmlDeviceGetRemappedRows(h)
-    return {"remapped_rows_correctable": int(corr), "remapped_rows_uncorrectable": int(unc),
-            "remapped_rows_pending": bool(pending), "remapped_rows_failure": bool(failure)}
+    return {
+        "remapped_rows_correctable": int(corr),
+        "remapped_rows_uncorrectable": int(unc),
+        "remapped_rows_pending": bool(pending),
+        "remapped_rows_failure": bool(failure),
+    }
 
 
 def _ecc(error_type: str, counter: str) -> Callable[[ModuleType, Any], int]:
     def read(nv: ModuleType, h: Any) -> int:
         return int(nv.nvmlDeviceGetTotalEccErrors(h, getattr(nv, error_type), getattr(nv, counter)))
+
     return read
 
 
@@ -65,58 +78,108 @@ class _Reading:
 
 
 _READINGS: tuple[_Reading, ...] = (
-    _Reading("utilization", ("utilization_ratio",),
-             lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0),
-    _Reading("memory", ("memory_used_bytes", "memory_total_bytes"),
-             lambda nv, h: (lambda m: {"memory_used_bytes": int(m.used),
-                                       "memory_total_bytes": int(m.total)})(nv.nvmlDeviceGetMemoryInfo(h))),
-    _Reading("temperature", ("temperature_celsius",),
-             lambda nv, h: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
-    _Reading("temperature_slowdown", ("temperature_slowdown_celsius",),
-             lambda nv, h: float(nv.nvmlDeviceGetTemperatureThreshold(
-                 h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN))),
-    _Reading("temperature_shutdown", ("temperature_shutdown_celsius",),
-             lambda nv, h: float(nv.nvmlDeviceGetTemperatureThreshold(
-                 h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN))),
+    _Reading(
+        "utilization", ("utilization_ratio",), lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0
+    ),
+    _Reading(
+        "memory",
+        ("memory_used_bytes", "memory_total_bytes"),
+        lambda nv, h: (lambda m: {"memory_used_bytes": int(m.used), "memory_total_bytes": int(m.total)})(
+            nv.nvmlDeviceGetMemoryInfo(h)
+        ),
+    ),
+    _Reading(
+        "temperature",
+        ("temperature_celsius",),
+        lambda nv, h: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+    ),
+    _Reading(
+        "temperature_slowdown",
+        ("temperature_slowdown_celsius",),
+        lambda nv, h: float(nv.nvmlDeviceGetTemperatureThreshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
+    ),
+    _Reading(
+        "temperature_shutdown",
+        ("temperature_shutdown_celsius",),
+        lambda nv, h: float(nv.nvmlDeviceGetTemperatureThreshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)),
+    ),
     _Reading("power", ("power_watts",), lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
-    _Reading("power_limit", ("power_limit_watts",),
-             lambda nv, h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
-    _Reading("sm_clock", ("sm_clock_hz",),
-             lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM) * 1e6),
-    _Reading("memory_clock", ("memory_clock_hz",),
-             lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM) * 1e6),
+    _Reading(
+        "power_limit", ("power_limit_watts",), lambda nv, h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0
+    ),
+    _Reading(
+        "sm_clock", ("sm_clock_hz",), lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM) * 1e6
+    ),
+    _Reading(
+        "memory_clock",
+        ("memory_clock_hz",),
+        lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM) * 1e6,
+    ),
     _Reading("clock_event_reasons", ("clock_event_reasons", *decode_clock_events(0)), _clock_reasons),
-    _Reading("ecc_corrected_volatile", ("ecc_corrected_volatile",),
-             _ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC")),
-    _Reading("ecc_uncorrected_volatile", ("ecc_uncorrected_volatile",),
-             _ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC")),
-    _Reading("ecc_corrected_aggregate", ("ecc_corrected_aggregate",),
-             _ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_AGGREGATE_ECC")),
-    _Reading("ecc_uncorrected_aggregate", ("ecc_uncorrected_aggregate",),
-             _ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_AGGREGATE_ECC")),
-    _Reading("retired_pages_single_bit", ("retired_pages_single_bit",),
-             lambda nv, h: len(nv.nvmlDeviceGetRetiredPages(
-                 h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS))),
-    _Reading("retired_pages_double_bit", ("retired_pages_double_bit",),
-             lambda nv, h: len(nv.nvmlDeviceGetRetiredPages(
-                 h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR))),
-    _Reading("remapped_rows", ("remapped_rows_correctable", "remapped_rows_uncorrectable",
-                               "remapped_rows_pending", "remapped_rows_failure"), _remapped_rows),
-    _Reading("pcie_link_gen", ("pcie_link_gen",),
-             lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(h))),
-    _Reading("pcie_link_gen_max", ("pcie_link_gen_max",),
-             lambda nv, h: int(nv.nvmlDeviceGetMaxPcieLinkGeneration(h))),
-    _Reading("pcie_link_width", ("pcie_link_width",),
-             lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkWidth(h))),
-    _Reading("pcie_link_width_max", ("pcie_link_width_max",),
-             lambda nv, h: int(nv.nvmlDeviceGetMaxPcieLinkWidth(h))),
-    _Reading("pcie_replay", ("pcie_replay_total",),
-             lambda nv, h: int(nv.nvmlDeviceGetPcieReplayCounter(h))),
-    _Reading("energy", ("energy_joules",),
-             lambda nv, h: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),
+    _Reading(
+        "ecc_corrected_volatile",
+        ("ecc_corrected_volatile",),
+        _ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_VOLATILE_ECC"),
+    ),
+    _Reading(
+        "ecc_uncorrected_volatile",
+        ("ecc_uncorrected_volatile",),
+        _ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
+    ),
+    _Reading(
+        "ecc_corrected_aggregate",
+        ("ecc_corrected_aggregate",),
+        _ecc("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_AGGREGATE_ECC"),
+    ),
+    _Reading(
+        "ecc_uncorrected_aggregate",
+        ("ecc_uncorrected_aggregate",),
+        _ecc("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_AGGREGATE_ECC"),
+    ),
+    _Reading(
+        "retired_pages_single_bit",
+        ("retired_pages_single_bit",),
+        lambda nv, h: len(
+            nv.nvmlDeviceGetRetiredPages(h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        ),
+    ),
+    _Reading(
+        "retired_pages_double_bit",
+        ("retired_pages_double_bit",),
+        lambda nv, h: len(
+            nv.nvmlDeviceGetRetiredPages(h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        ),
+    ),
+    _Reading(
+        "remapped_rows",
+        (
+            "remapped_rows_correctable",
+            "remapped_rows_uncorrectable",
+            "remapped_rows_pending",
+            "remapped_rows_failure",
+        ),
+        _remapped_rows,
+    ),
+    _Reading(
+        "pcie_link_gen", ("pcie_link_gen",), lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(h))
+    ),
+    _Reading(
+        "pcie_link_gen_max",
+        ("pcie_link_gen_max",),
+        lambda nv, h: int(nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+    ),
+    _Reading(
+        "pcie_link_width", ("pcie_link_width",), lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkWidth(h))
+    ),
+    _Reading(
+        "pcie_link_width_max",
+        ("pcie_link_width_max",),
+        lambda nv, h: int(nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
+    ),
+    _Reading("pcie_replay", ("pcie_replay_total",), lambda nv, h: int(nv.nvmlDeviceGetPcieReplayCounter(h))),
+    _Reading("energy", ("energy_joules",), lambda nv, h: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),
 )
-_NVLINK_FIELDS = ("nvlink_crc_errors_total", "nvlink_replay_errors_total",
-                  "nvlink_recovery_errors_total")
+_NVLINK_FIELDS = ("nvlink_crc_errors_total", "nvlink_replay_errors_total", "nvlink_recovery_errors_total")
 
 
 @dataclass
@@ -141,8 +204,7 @@ class NvmlGpuCollector:
 
     name = "nvml_gpu"
 
-    def __init__(self, node: str, *, event_timeout_ms: int = 500,
-                 nvml: ModuleType | None = None) -> None:
+    def __init__(self, node: str, *, event_timeout_ms: int = 500, nvml: ModuleType | None = None) -> None:
         self.node = node
         self.event_timeout_ms = event_timeout_ms
         self._gpus: list[_Gpu] = []
@@ -192,9 +254,13 @@ class NvmlGpuCollector:
         name = ident(nv.nvmlDeviceGetName, "name")
         serial = ident(nv.nvmlDeviceGetSerial, "serial")
         bus = ident(lambda hh: nv.nvmlDeviceGetPciInfo(hh).busId, "pci_bus_id")
-        gpu = _Gpu(index=i, handle=h, name=name, serial=serial,
-                   identity=GpuIdentity(gpu=i, uuid=uuid,
-                                        pci_bus_id=normalize_pci_bus_id(bus) if bus else None))
+        gpu = _Gpu(
+            index=i,
+            handle=h,
+            name=name,
+            serial=serial,
+            identity=GpuIdentity(gpu=i, uuid=uuid, pci_bus_id=normalize_pci_bus_id(bus) if bus else None),
+        )
         if unsupported:
             log.info("GPU %d does not report %s", i, ", ".join(sorted(unsupported)))
         return gpu
@@ -205,37 +271,66 @@ class NvmlGpuCollector:
     def _mark_lost(self, gpu: _Gpu, now: float, detail: str) -> GpuEvent:
         gpu.up = False
         log.error("GPU %d (%s) is lost: %s", gpu.index, gpu.identity.uuid, detail)
-        return GpuEvent(time=now, node=self.node, gpu=gpu.index, uuid=gpu.identity.uuid,
-                        kind="gpu_lost", xid=None, text=f"NVML: GPU is lost ({detail})",
-                        source="nvml_event", pci_bus_id=gpu.identity.pci_bus_id)
+        return GpuEvent(
+            time=now,
+            node=self.node,
+            gpu=gpu.index,
+            uuid=gpu.identity.uuid,
+            kind="gpu_lost",
+            xid=None,
+            text=f"NVML: GPU is lost ({detail})",
+            source="nvml_event",
+            pci_bus_id=gpu.identity.pci_bus_id,
+        )
 
     def _mark_unsupported(self, gpu: _Gpu, reading: _Reading, exc: Exception) -> None:
         gpu.unsupported_groups |= {reading.group}
         gpu.unsupported_fields |= set(reading.fields)
-        log.info("GPU %d does not support %s (%s); reported as unsupported from now on",
-                 gpu.index, reading.group, exc)
+        log.info(
+            "GPU %d does not support %s (%s); reported as unsupported from now on",
+            gpu.index,
+            reading.group,
+            exc,
+        )
 
     # -- sampling ---------------------------------------------------------------------------------
 
     def collect(self, now: float) -> list[Record]:
         if self._unavailable is not None:
-            return [Unavailable(time=now, node=self.node, collector=self.name, source="nvml",
-                                reason=self._unavailable)]
+            return [
+                Unavailable(
+                    time=now, node=self.node, collector=self.name, source="nvml", reason=self._unavailable
+                )
+            ]
         records: list[Record] = []
         with self._lock:
             records.extend(self._events)
             self._events.clear()
         if self._events_unavailable is not None:
-            records.append(Unavailable(time=now, node=self.node, collector=self.name,
-                                       source="nvml_events", reason=self._events_unavailable))
+            records.append(
+                Unavailable(
+                    time=now,
+                    node=self.node,
+                    collector=self.name,
+                    source="nvml_events",
+                    reason=self._events_unavailable,
+                )
+            )
         for gpu in self._gpus:
             records.extend(self._sample(gpu, now))
         return records
 
     def _sample(self, gpu: _Gpu, now: float) -> list[Record]:
-        head = dict(time=now, node=self.node, gpu=gpu.index, uuid=gpu.identity.uuid,
-                    name=gpu.name, serial=gpu.serial, pci_bus_id=gpu.identity.pci_bus_id,
-                    simulated=False)
+        head = dict(
+            time=now,
+            node=self.node,
+            gpu=gpu.index,
+            uuid=gpu.identity.uuid,
+            name=gpu.name,
+            serial=gpu.serial,
+            pci_bus_id=gpu.identity.pci_bus_id,
+            simulated=False,
+        )
         if not gpu.up:
             return [GpuSample(gpu_up=False, **head)]
         values: dict[str, Any] = {}
@@ -246,8 +341,10 @@ class NvmlGpuCollector:
                 value = reading.read(self.nv, gpu.handle)
             except self.nv.NVMLError as exc:
                 if self._is(exc, "NVML_ERROR_GPU_IS_LOST"):
-                    return [self._mark_lost(gpu, now, f"while reading {reading.group}"),
-                            GpuSample(gpu_up=False, **head)]
+                    return [
+                        self._mark_lost(gpu, now, f"while reading {reading.group}"),
+                        GpuSample(gpu_up=False, **head),
+                    ]
                 if self._is(exc, *_NOT_SUPPORTED_CODES):
                     self._mark_unsupported(gpu, reading, exc)
                 else:
@@ -258,8 +355,7 @@ class NvmlGpuCollector:
             values.update(self._nvlink(gpu))
         except self.nv.NVMLError as exc:
             if self._is(exc, "NVML_ERROR_GPU_IS_LOST"):
-                return [self._mark_lost(gpu, now, "while reading NVLink"),
-                        GpuSample(gpu_up=False, **head)]
+                return [self._mark_lost(gpu, now, "while reading NVLink"), GpuSample(gpu_up=False, **head)]
             log.debug("GPU %d: NVLink counters failed this interval: %s", gpu.index, exc)
         return [GpuSample(**head, **values, unsupported=tuple(sorted(gpu.unsupported_fields)))]
 
@@ -284,12 +380,17 @@ class NvmlGpuCollector:
             return {}
 
         def total(*counters: str) -> int:
-            return sum(int(nv.nvmlDeviceGetNvLinkErrorCounter(gpu.handle, link, getattr(nv, c)))
-                       for link in gpu.nvlinks for c in counters)
+            return sum(
+                int(nv.nvmlDeviceGetNvLinkErrorCounter(gpu.handle, link, getattr(nv, c)))
+                for link in gpu.nvlinks
+                for c in counters
+            )
 
-        return {"nvlink_crc_errors_total": total(*_NVLINK_CRC),
-                "nvlink_replay_errors_total": total("NVML_NVLINK_ERROR_DL_REPLAY"),
-                "nvlink_recovery_errors_total": total("NVML_NVLINK_ERROR_DL_RECOVERY")}
+        return {
+            "nvlink_crc_errors_total": total(*_NVLINK_CRC),
+            "nvlink_replay_errors_total": total("NVML_NVLINK_ERROR_DL_REPLAY"),
+            "nvlink_recovery_errors_total": total("NVML_NVLINK_ERROR_DL_RECOVERY"),
+        }
 
     # -- Xid events -------------------------------------------------------------------------------
 
@@ -304,16 +405,14 @@ class NvmlGpuCollector:
         registered = 0
         for gpu in self._gpus:
             try:
-                nv.nvmlDeviceRegisterEvents(gpu.handle, nv.nvmlEventTypeXidCriticalError,
-                                            self._event_set)
+                nv.nvmlDeviceRegisterEvents(gpu.handle, nv.nvmlEventTypeXidCriticalError, self._event_set)
                 registered += 1
             except nv.NVMLError as exc:
                 log.warning("GPU %d: Xid events not available (%s)", gpu.index, exc)
         if not registered:
             self._events_unavailable = "no GPU accepted Xid event registration"
             return
-        self._thread = threading.Thread(target=self._wait_events, name="nvml-xid-events",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._wait_events, name="nvml-xid-events", daemon=True)
         self._thread.start()
 
     def _gpu_of(self, device: Any) -> _Gpu | None:
@@ -340,11 +439,17 @@ class NvmlGpuCollector:
                 continue
             gpu = self._gpu_of(data.device)
             xid = int(data.eventData)
-            ev = GpuEvent(time=time.time(), node=self.node,
-                          gpu=gpu.index if gpu else None,
-                          uuid=gpu.identity.uuid if gpu else None, kind="xid", xid=xid,
-                          text=f"NVML Xid critical error event: Xid {xid}", source="nvml_event",
-                          pci_bus_id=gpu.identity.pci_bus_id if gpu else None)
+            ev = GpuEvent(
+                time=time.time(),
+                node=self.node,
+                gpu=gpu.index if gpu else None,
+                uuid=gpu.identity.uuid if gpu else None,
+                kind="xid",
+                xid=xid,
+                text=f"NVML Xid critical error event: Xid {xid}",
+                source="nvml_event",
+                pci_bus_id=gpu.identity.pci_bus_id if gpu else None,
+            )
             with self._lock:
                 self._events.append(ev)
 

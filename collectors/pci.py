@@ -11,7 +11,8 @@ import re
 
 _BUS_ID = re.compile(
     r"^(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<device>[0-9a-fA-F]{1,2})"
-    r"(?:\.(?P<function>[0-7]))?$")
+    r"(?:\.(?P<function>[0-7]))?$"
+)
 
 
 def normalize_pci_bus_id(bus_id: str | bytes) -> str:

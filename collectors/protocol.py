@@ -24,8 +24,7 @@ class Collector(Protocol):
         """Records for this interval; `now` is unix seconds, passed in so tests are exact."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 def collect_isolated(collector: Collector, now: float, node: str) -> list[Record]:
@@ -33,7 +32,14 @@ def collect_isolated(collector: Collector, now: float, node: str) -> list[Record
     collector, so one broken source neither stops the others nor looks like a healthy one."""
     try:
         return collector.collect(now)
-    except Exception as exc:  # noqa: BLE001 - isolation is the point
+    except Exception as exc:
         log.exception("collector %s failed", collector.name)
-        return [Unavailable(time=now, node=node, collector=collector.name, source="collector",
-                            reason=f"{type(exc).__name__}: {exc}")]
+        return [
+            Unavailable(
+                time=now,
+                node=node,
+                collector=collector.name,
+                source="collector",
+                reason=f"{type(exc).__name__}: {exc}",
+            )
+        ]

@@ -32,8 +32,7 @@ GPU_LOST_XIDS = frozenset({79, 119, 120})
 
 def decode_clock_events(mask: int | None) -> dict[str, bool | None]:
     """The named flags of a clock-event bitmask; all None when the mask itself is unknown."""
-    return {name: (None if mask is None else bool(mask & bit))
-            for name, bit in CLOCK_EVENT_BITS.items()}
+    return {name: (None if mask is None else bool(mask & bit)) for name, bit in CLOCK_EVENT_BITS.items()}
 
 
 @dataclass(frozen=True)
@@ -92,9 +91,22 @@ class GpuSample:
 
 #: Names of the per-interval readings on `GpuSample` (what `unsupported` may name).
 GPU_READING_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in fields(GpuSample)
-    if f.name not in {"time", "node", "gpu", "uuid", "name", "serial", "pci_bus_id",
-                      "simulated", "gpu_up", "unsupported"})
+    f.name
+    for f in fields(GpuSample)
+    if f.name
+    not in {
+        "time",
+        "node",
+        "gpu",
+        "uuid",
+        "name",
+        "serial",
+        "pci_bus_id",
+        "simulated",
+        "gpu_up",
+        "unsupported",
+    }
+)
 
 GPU_EVENT_KINDS = ("xid", "gpu_lost")
 GPU_EVENT_SOURCES = ("nvml_event", "kernel_log", "simulator")

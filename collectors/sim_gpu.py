@@ -25,11 +25,17 @@ import random
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from triage.collectors.records import (GPU_LOST_XIDS, GpuEvent, GpuIdentity, GpuSample, Record,
-                                       decode_clock_events)
+from triage.collectors.records import (
+    GPU_LOST_XIDS,
+    GpuEvent,
+    GpuIdentity,
+    GpuSample,
+    Record,
+    decode_clock_events,
+)
 from triage.fault_schedule import RESET, GpuFault, read_faults
 
 log = logging.getLogger(__name__)
@@ -53,8 +59,7 @@ MEMORY_JOB_BYTES = 70 * 2**30
 PCIE_GEN_MAX, PCIE_WIDTH_MAX = 5, 16
 IDLE_UTILIZATION = 0.05
 #: HGX H100 board layout: the PCI buses its eight GPUs sit on (a second set for 9-16).
-_PCI_BUSES = (0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb,
-              0x19, 0x2b, 0x3b, 0x5e, 0x9b, 0xac, 0xbb, 0xdc)
+_PCI_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB, 0x19, 0x2B, 0x3B, 0x5E, 0x9B, 0xAC, 0xBB, 0xDC)
 #: Hopper does not report retired pages (it remaps rows instead).
 _UNSUPPORTED = ("retired_pages_double_bit", "retired_pages_single_bit")
 _UUID_NAMESPACE = uuidlib.UUID("5f0c52a8-3f4e-4c55-9d55-7b1c1a7e9a11")
@@ -63,10 +68,10 @@ _UUID_NAMESPACE = uuidlib.UUID("5f0c52a8-3f4e-4c55-9d55-7b1c1a7e9a11")
 XID_TEXT = {
     13: "Graphics Exception: ESR 0x405840=0x0",
     31: "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f12_00000000. "
-        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+    "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
     43: "Ch 00000008",
     48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
-        "partition 0, subpartition 0.",
+    "partition 0, subpartition 0.",
     63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
     64: "Row Remapper: Failed to remap row",
     74: "NVLink: fatal error detected on link 4(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
@@ -75,7 +80,7 @@ XID_TEXT = {
     94: "Contained: SM (0x1). RST: No, D-RST: No",
     95: "Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No",
     119: "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
-         "(GSP_RM_CONTROL) (0x20800a4c 0x4).",
+    "(GSP_RM_CONTROL) (0x20800a4c 0x4).",
     120: "GSP task exception",
 }
 #: The Xid an injected fault raises when the schedule names none.
@@ -136,9 +141,15 @@ class SimGpuCollector:
 
     name = "sim_gpu"
 
-    def __init__(self, node: str, data_dir: str | os.PathLike[str], num_gpus: int = 8,
-                 seed: int = 0, load: LoadProvider = idle_load,
-                 started: float | None = None) -> None:
+    def __init__(
+        self,
+        node: str,
+        data_dir: str | os.PathLike[str],
+        num_gpus: int = 8,
+        seed: int = 0,
+        load: LoadProvider = idle_load,
+        started: float | None = None,
+    ) -> None:
         if not 1 <= num_gpus <= MAX_SIM_GPUS:
             raise ValueError(f"num_gpus must be in 1..{MAX_SIM_GPUS}, got {num_gpus}")
         self.node = node
@@ -180,8 +191,12 @@ class SimGpuCollector:
     def _start(self, fault: GpuFault, *, replay: bool) -> list[Record]:
         """Act `fault` out on its GPU; `replay` (it predates this collector): state only."""
         if fault.gpu is not None and not 0 <= fault.gpu < self.num_gpus:
-            log.warning("fault schedule names GPU %d on %s, which has %d simulated GPUs; ignored",
-                        fault.gpu, self.node, self.num_gpus)
+            log.warning(
+                "fault schedule names GPU %d on %s, which has %d simulated GPUs; ignored",
+                fault.gpu,
+                self.node,
+                self.num_gpus,
+            )
             return []
         if fault.kind == RESET:
             for i in range(self.num_gpus) if fault.gpu is None else [fault.gpu]:
@@ -215,33 +230,64 @@ class SimGpuCollector:
             events.append(self._xid_event(fault, xid))
             if st.lost:
                 ident = self._ids[fault.gpu]
-                events.append(GpuEvent(time=fault.time, node=self.node, gpu=fault.gpu,
-                                       uuid=ident.uuid, kind="gpu_lost", xid=xid,
-                                       text="GPU is lost (simulated)", source="simulator",
-                                       simulated=True, pci_bus_id=ident.pci_bus_id))
+                events.append(
+                    GpuEvent(
+                        time=fault.time,
+                        node=self.node,
+                        gpu=fault.gpu,
+                        uuid=ident.uuid,
+                        kind="gpu_lost",
+                        xid=xid,
+                        text="GPU is lost (simulated)",
+                        source="simulator",
+                        simulated=True,
+                        pci_bus_id=ident.pci_bus_id,
+                    )
+                )
         return events
 
     def _xid_event(self, fault: GpuFault, xid: int) -> GpuEvent:
         ident = self._ids[fault.gpu]
         pid = fault.params.get("pid")
         name = fault.params.get("name")
-        who = (f"pid={int(pid)}, name={name or 'python'}" if pid is not None
-               else "pid='<unknown>', name=<unknown>")
-        message = (f"NVRM: Xid (PCI:{ident.pci_bus_id}): {xid}, {who}, "
-                   f"{XID_TEXT.get(xid, f'Xid {xid} (simulated)')}")
-        stamp = datetime.fromtimestamp(fault.time, timezone.utc).isoformat(timespec="microseconds")
+        who = (
+            f"pid={int(pid)}, name={name or 'python'}"
+            if pid is not None
+            else "pid='<unknown>', name=<unknown>"
+        )
+        message = (
+            f"NVRM: Xid (PCI:{ident.pci_bus_id}): {xid}, {who}, {XID_TEXT.get(xid, f'Xid {xid} (simulated)')}"
+        )
+        stamp = datetime.fromtimestamp(fault.time, UTC).isoformat(timespec="microseconds")
         with open(self.kmsg_path, "a", encoding="utf-8") as fh:
             fh.write(f"{stamp} {self.node} kernel: {message}\n")
-        return GpuEvent(time=fault.time, node=self.node, gpu=fault.gpu, uuid=ident.uuid,
-                        kind="xid", xid=xid, text=message, source="simulator", simulated=True,
-                        pci_bus_id=ident.pci_bus_id)
+        return GpuEvent(
+            time=fault.time,
+            node=self.node,
+            gpu=fault.gpu,
+            uuid=ident.uuid,
+            kind="xid",
+            xid=xid,
+            text=message,
+            source="simulator",
+            simulated=True,
+            pci_bus_id=ident.pci_bus_id,
+        )
 
     # -- readings -------------------------------------------------------------------------------
 
     def _sample(self, i: int, now: float) -> GpuSample:
         st, ident = self._gpus[i], self._ids[i]
-        head = dict(time=now, node=self.node, gpu=i, uuid=ident.uuid, name=SIM_GPU_NAME,
-                    serial=f"SIM-{self.node}-{i:02d}", pci_bus_id=ident.pci_bus_id, simulated=True)
+        head = dict(
+            time=now,
+            node=self.node,
+            gpu=i,
+            uuid=ident.uuid,
+            name=SIM_GPU_NAME,
+            serial=f"SIM-{self.node}-{i:02d}",
+            pci_bus_id=ident.pci_bus_id,
+            simulated=True,
+        )
         if st.lost:
             return GpuSample(gpu_up=False, **head)
         reported = float(self.load(i))

@@ -37,9 +37,12 @@ class XidDeduplicator:
             self._recent.popleft()
         key = self._key(event)
         for seen in self._recent:
-            if (not seen.matched and seen.event.source != event.source
-                    and self._key(seen.event) == key
-                    and abs(seen.event.time - event.time) <= self.window_s):
+            if (
+                not seen.matched
+                and seen.event.source != event.source
+                and self._key(seen.event) == key
+                and abs(seen.event.time - event.time) <= self.window_s
+            ):
                 seen.matched = True
                 return False
         self._recent.append(_Seen(event))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pandas as pd
 import streamlit as st
@@ -22,11 +22,22 @@ from triage.dashboard.config import DashboardConfig
 from triage.dashboard.queries import FleetView, JobView, StoreUnreadable
 from triage.names import is_valid_name
 
-PAGES: dict[str, str] = {"fleet": "Fleet", "job": "Job", "ranks": "Ranks", "gpu": "GPU health",
-                         "incident": "Incident", "logs": "Logs"}
+PAGES: dict[str, str] = {
+    "fleet": "Fleet",
+    "job": "Job",
+    "ranks": "Ranks",
+    "gpu": "GPU health",
+    "incident": "Incident",
+    "logs": "Logs",
+}
 #: Streamlit markdown colours of job statuses (headless browsers often lack emoji fonts).
-STATUS_COLORS = {"running": "blue", "completed": "green", "failed": "red", "hung": "red",
-                 "preempted": "orange"}
+STATUS_COLORS = {
+    "running": "blue",
+    "completed": "green",
+    "failed": "red",
+    "hung": "red",
+    "preempted": "orange",
+}
 
 CFG = DashboardConfig.from_env()
 
@@ -47,8 +58,7 @@ def _job(data_dir: str, job_id: str) -> JobView:
 
 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
-def _rank_grid(data_dir: str, job_id: str, attempt: int, run_id: str | None
-               ) -> tuple[pd.DataFrame, int]:
+def _rank_grid(data_dir: str, job_id: str, attempt: int, run_id: str | None) -> tuple[pd.DataFrame, int]:
     return queries.read_rank_grid(data_dir, job_id, attempt, run_id)
 
 
@@ -63,16 +73,18 @@ def _gpu_series(data_dir: str, node: str, t0: float, t1: float) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
-def _log(data_dir: str, job_id: str, run_id: str, attempt: int, rank: int | None,
-         decisive_only: bool) -> pd.DataFrame:
-    return log_view.read_attempt_log(data_dir, job_id, run_id, attempt, rank=rank,
-                                     decisive_only=decisive_only)
+def _log(
+    data_dir: str, job_id: str, run_id: str, attempt: int, rank: int | None, decisive_only: bool
+) -> pd.DataFrame:
+    return log_view.read_attempt_log(
+        data_dir, job_id, run_id, attempt, rank=rank, decisive_only=decisive_only
+    )
 
 
 def _when(t: float | None) -> str:
     if t is None or pd.isna(t):
         return "-"
-    return datetime.fromtimestamp(float(t), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _go(page: str, **params: object) -> None:
@@ -87,8 +99,10 @@ def _open_buttons(incidents: pd.DataFrame, key: str) -> None:
     for r in incidents.itertuples():
         c1, c2 = st.columns([6, 1])
         root = " · **root cause**" if r.root_cause else ""
-        c1.markdown(f"`{_when(r.time)}` **{r.job_id}** attempt {r.attempt} — "
-                    f"**{r.category}** ({r.layer}){root}: {_md(r.summary[:160])}")
+        c1.markdown(
+            f"`{_when(r.time)}` **{r.job_id}** attempt {r.attempt} — "
+            f"**{r.category}** ({r.layer}){root}: {_md(r.summary[:160])}"
+        )
         if c2.button("Open", key=f"{key}-{r.job_id}-{r.index}"):
             _go("incident", job=r.job_id, incident=r.index)
 
@@ -107,6 +121,7 @@ def _md(text: object) -> str:
 
 # -- pages ------------------------------------------------------------------------------------
 
+
 def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
     st.header("Fleet")
     view = _fleet(cfg.data_dir, cfg.max_jobs)
@@ -114,11 +129,15 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
         st.warning("Left out of this view: ", icon="⚠️")
         st.code(problem, language=None)
     if view.empty:
-        msg = (f"No jobs in `{view.data_dir}` yet. Run `triage demo` to train a small job "
-               "(or point `--data-dir` at where your agents write).")
+        msg = (
+            f"No jobs in `{view.data_dir}` yet. Run `triage demo` to train a small job "
+            "(or point `--data-dir` at where your agents write)."
+        )
         if view.pending_spool_nodes:
-            msg += (f" Spools of {', '.join(view.pending_spool_nodes)} wait to be ingested: start "
-                    "`triage agent` on those nodes or run `triage jobs` once.")
+            msg += (
+                f" Spools of {', '.join(view.pending_spool_nodes)} wait to be ingested: start "
+                "`triage agent` on those nodes or run `triage jobs` once."
+            )
         st.info(msg)
         return
     jobs, inc, nodes = view.jobs, view.incidents, view.nodes
@@ -134,14 +153,32 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
     table = jobs.assign(
         last_progress=jobs["last_progress"].map(_when),
         goodput=jobs["goodput_ratio"],
-        link="?page=job&job=" + jobs["job_id"])
-    st.dataframe(table[["job_id", "status", "attempts", "ranks", "max_step", "goodput",
-                        "open_incidents", "last_progress", "link"]], hide_index=True,
-                 width="stretch", column_config={
-                     "goodput": st.column_config.ProgressColumn(
-                         "goodput", format="percent", min_value=0.0, max_value=1.0),
-                     "max_step": st.column_config.NumberColumn("last step"),
-                     "link": st.column_config.LinkColumn("page", display_text="open job")})
+        link="?page=job&job=" + jobs["job_id"],
+    )
+    st.dataframe(
+        table[
+            [
+                "job_id",
+                "status",
+                "attempts",
+                "ranks",
+                "max_step",
+                "goodput",
+                "open_incidents",
+                "last_progress",
+                "link",
+            ]
+        ],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "goodput": st.column_config.ProgressColumn(
+                "goodput", format="percent", min_value=0.0, max_value=1.0
+            ),
+            "max_step": st.column_config.NumberColumn("last step"),
+            "link": st.column_config.LinkColumn("page", display_text="open job"),
+        },
+    )
 
     st.subheader("Incidents")
     if inc.empty:
@@ -151,25 +188,37 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
         left.altair_chart(charts.incidents_over_time(inc), width="stretch")
         right.altair_chart(charts.incident_counts(inc), width="stretch")
         st.caption("Newest incidents — open one to see its verdict, evidence and consequences")
-        _open_buttons(inc.sort_values("time", ascending=False, na_position="last").head(10),
-                      "fleet")
+        _open_buttons(inc.sort_values("time", ascending=False, na_position="last").head(10), "fleet")
 
     st.subheader("Nodes and GPUs")
     if nodes.empty:
         st.info("No node has reported yet.")
     else:
-        st.dataframe(nodes.assign(
-            excluded=nodes["excluded"].map({True: "EXCLUDED", False: ""}),
-            last_seen=nodes["last_seen"].map(_when)), hide_index=True, width="stretch")
+        st.dataframe(
+            nodes.assign(
+                excluded=nodes["excluded"].map({True: "EXCLUDED", False: ""}),
+                last_seen=nodes["last_seen"].map(_when),
+            ),
+            hide_index=True,
+            width="stretch",
+        )
     if view.gpus.empty:
-        st.info("No GPU samples: start `triage agent` on the nodes (with `--gpu sim` where "
-                "there is no GPU) to see GPU health here.")
+        st.info(
+            "No GPU samples: start `triage agent` on the nodes (with `--gpu sim` where "
+            "there is no GPU) to see GPU health here."
+        )
     else:
         g = view.gpus.assign(last_sample=view.gpus["last_sample"].map(_when))
-        st.dataframe(g, hide_index=True, width="stretch", column_config={
-            "temperature_celsius": st.column_config.NumberColumn("temp (°C)", format="%.0f"),
-            "power_watts": st.column_config.NumberColumn("power (W)", format="%.0f"),
-            "sm_clock_mhz": st.column_config.NumberColumn("SM clock (MHz)", format="%.0f")})
+        st.dataframe(
+            g,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "temperature_celsius": st.column_config.NumberColumn("temp (°C)", format="%.0f"),
+                "power_watts": st.column_config.NumberColumn("power (W)", format="%.0f"),
+                "sm_clock_mhz": st.column_config.NumberColumn("SM clock (MHz)", format="%.0f"),
+            },
+        )
 
 
 def _job_view(cfg: DashboardConfig, job_id: str | None) -> JobView | None:
@@ -203,10 +252,14 @@ def job_page(cfg: DashboardConfig, job_id: str | None) -> None:
     else:
         st.subheader("Throughput and step time")
         st.caption("Dashed rules: incidents (red), restarts (orange), checkpoints (green)")
-        st.altair_chart(charts.step_timeline(view.steps, markers, "tokens_per_s",
-                                             "throughput (tokens/s)"), width="stretch")
-        st.altair_chart(charts.step_timeline(view.steps, markers, "step_time_s",
-                                             "step time (s, median over ranks)"), width="stretch")
+        st.altair_chart(
+            charts.step_timeline(view.steps, markers, "tokens_per_s", "throughput (tokens/s)"),
+            width="stretch",
+        )
+        st.altair_chart(
+            charts.step_timeline(view.steps, markers, "step_time_s", "step time (s, median over ranks)"),
+            width="stretch",
+        )
     left, right = st.columns(2)
     with left:
         st.subheader("Goodput and badput")
@@ -214,17 +267,20 @@ def job_page(cfg: DashboardConfig, job_id: str | None) -> None:
         for note in g.notes:
             st.caption(note)
         if g.recommended_checkpoint_interval_s is not None:
-            st.caption(f"Recommended checkpoint interval (Young/Daly): "
-                       f"{g.recommended_checkpoint_interval_s:.0f} s")
+            st.caption(
+                f"Recommended checkpoint interval (Young/Daly): {g.recommended_checkpoint_interval_s:.0f} s"
+            )
     with right:
         st.subheader("Attempts")
-        st.dataframe(pd.DataFrame([{**s.to_dict(), "start": _when(s.start), "end": _when(s.end)}
-                                   for s in a.attempts]), hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame([{**s.to_dict(), "start": _when(s.start), "end": _when(s.end)} for s in a.attempts]),
+            hide_index=True,
+            width="stretch",
+        )
     if not view.steps.empty:
         left, right = st.columns(2)
         left.altair_chart(charts.step_series(view.steps, "loss", "loss"), width="stretch")
-        right.altair_chart(charts.step_series(view.steps, "grad_norm", "gradient norm (L2)"),
-                           width="stretch")
+        right.altair_chart(charts.step_series(view.steps, "grad_norm", "gradient norm (L2)"), width="stretch")
     st.subheader("Incidents")
     if not a.incidents:
         st.success("No incidents: nothing went wrong that the telemetry shows.")
@@ -247,14 +303,15 @@ def ranks_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.info(f"Attempt {attempt} recorded no steps.")
     else:
         st.caption("A straggler shows as a dark row; a hang as rows that stop early.")
-        st.altair_chart(charts.rank_heatmap(grid, "step_time_s", "step time (s)", bin_steps),
-                        width="stretch")
-        st.altair_chart(charts.rank_heatmap(grid, "collective_wait_s", "collective wait (s)",
-                                            bin_steps), width="stretch")
+        st.altair_chart(charts.rank_heatmap(grid, "step_time_s", "step time (s)", bin_steps), width="stretch")
+        st.altair_chart(
+            charts.rank_heatmap(grid, "collective_wait_s", "collective wait (s)", bin_steps), width="stretch"
+        )
     if view.analysis.stragglers:
         st.subheader("Straggler scores (compute time / median rank)")
-        st.dataframe(pd.DataFrame([s.to_dict() for s in view.analysis.stragglers]),
-                     hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame([s.to_dict() for s in view.analysis.stragglers]), hide_index=True, width="stretch"
+        )
     st.subheader("Bus bandwidth per collective")
     bw = _bandwidth(cfg.data_dir, view.job_id, attempt, view.data.run_id)
     if bw.empty:
@@ -281,18 +338,21 @@ def gpu_page(cfg: DashboardConfig, job_id: str | None) -> None:
     margin = 60.0
     series = _gpu_series(cfg.data_dir, node, span[0] - margin, span[1] + margin)
     if series.empty:
-        st.info(f"No GPU samples from {node} during this job: run `triage agent` on it "
-                "(`--gpu sim` without GPUs) to record temperature, power, clocks and ECC.")
+        st.info(
+            f"No GPU samples from {node} during this job: run `triage agent` on it "
+            "(`--gpu sim` without GPUs) to record temperature, power, clocks and ECC."
+        )
     else:
         left, right = st.columns(2)
-        left.altair_chart(charts.gpu_metric(series, "temperature_celsius", "temperature (°C)"),
-                          width="stretch")
+        left.altair_chart(
+            charts.gpu_metric(series, "temperature_celsius", "temperature (°C)"), width="stretch"
+        )
         right.altair_chart(charts.gpu_metric(series, "power_watts", "power (W)"), width="stretch")
         left, right = st.columns(2)
-        left.altair_chart(charts.gpu_metric(series, "sm_clock_mhz", "SM clock (MHz)"),
-                          width="stretch")
-        right.altair_chart(charts.gpu_metric(series, "memory_clock_mhz", "memory clock (MHz)"),
-                           width="stretch")
+        left.altair_chart(charts.gpu_metric(series, "sm_clock_mhz", "SM clock (MHz)"), width="stretch")
+        right.altair_chart(
+            charts.gpu_metric(series, "memory_clock_mhz", "memory clock (MHz)"), width="stretch"
+        )
         events = shaping.clock_event_points(series)
         st.subheader("Clock-event reasons")
         if events.empty:
@@ -300,11 +360,14 @@ def gpu_page(cfg: DashboardConfig, job_id: str | None) -> None:
         else:
             st.altair_chart(charts.clock_events_chart(events), width="stretch")
         left, right = st.columns(2)
-        left.altair_chart(charts.gpu_metric(series, "ecc_uncorrected_volatile",
-                                            "uncorrectable ECC errors (count)"), width="stretch")
-        right.altair_chart(charts.gpu_metric(series, "remapped_rows_uncorrectable",
-                                             "remapped rows, uncorrectable (count)"),
-                           width="stretch")
+        left.altair_chart(
+            charts.gpu_metric(series, "ecc_uncorrected_volatile", "uncorrectable ECC errors (count)"),
+            width="stretch",
+        )
+        right.altair_chart(
+            charts.gpu_metric(series, "remapped_rows_uncorrectable", "remapped rows, uncorrectable (count)"),
+            width="stretch",
+        )
     st.subheader("Xids")
     xids = shaping.xid_points(view.data, node)
     if xids.empty:
@@ -325,11 +388,11 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
         return
     wanted = st.query_params.get("incident")
     default = next((i for i, x in enumerate(incidents) if x.root), 0)
-    index = int(wanted) if wanted is not None and wanted.isdigit() and int(wanted) < len(incidents) \
-        else default
+    index = (
+        int(wanted) if wanted is not None and wanted.isdigit() and int(wanted) < len(incidents) else default
+    )
     labels = [f"#{i} attempt {x.attempt}: {x.verdict.category.value}" for i, x in enumerate(incidents)]
-    chosen = st.selectbox("incident", range(len(incidents)), index=index,
-                          format_func=lambda i: labels[i])
+    chosen = st.selectbox("incident", range(len(incidents)), index=index, format_func=lambda i: labels[i])
     if chosen != index:
         _go("incident", job=view.job_id, incident=chosen)
     d = shaping.incident_detail(view, index)
@@ -338,19 +401,26 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
     if d.root_cause:
         st.markdown("**Root cause** of the attempt")
     st.markdown(f"> {_md(v['summary'])}")
-    st.markdown(f"**category** `{v['category']}` · **layer** `{v['layer']}` · "
-                f"**confidence** {v['confidence']:.2f} · **culprit** {_md(d.culprit)} · "
-                f"**first seen** {_when(v['first_seen'])}")
+    st.markdown(
+        f"**category** `{v['category']}` · **layer** `{v['layer']}` · "
+        f"**confidence** {v['confidence']:.2f} · **culprit** {_md(d.culprit)} · "
+        f"**first seen** {_when(v['first_seen'])}"
+    )
     st.subheader("Action and result")
-    st.markdown(f"- **recommended**: `{v['action']}`\n- **taken**: {_md(d.action_taken)}\n"
-                f"- **result**: {_md(d.result)}")
+    st.markdown(
+        f"- **recommended**: `{v['action']}`\n- **taken**: {_md(d.action_taken)}\n"
+        f"- **result**: {_md(d.result)}"
+    )
     st.subheader("Evidence (log lines and metric points)")
     if d.evidence.empty:
         st.caption("The verdict carries no evidence items.")
     else:
-        st.dataframe(d.evidence.assign(time=d.evidence["time"].map(_when)), hide_index=True,
-                     width="stretch", column_config={"text": st.column_config.TextColumn(
-                         "text", width="large")})
+        st.dataframe(
+            d.evidence.assign(time=d.evidence["time"].map(_when)),
+            hide_index=True,
+            width="stretch",
+            column_config={"text": st.column_config.TextColumn("text", width="large")},
+        )
     st.subheader(f"Consequences it explains ({len(d.consequences)})")
     if d.consequences:
         st.markdown("\n".join(f"- {_md(c)}" for c in d.consequences))
@@ -370,25 +440,43 @@ def logs_page(cfg: DashboardConfig, job_id: str | None) -> None:
     attempts = [s.attempt for s in view.analysis.attempts] or [0]
     attempt = st.selectbox("attempt", attempts, index=len(attempts) - 1, key="log_attempt")
     ranks = view.data.ranks
-    choices: list[int | None] = [None, *sorted(
-        int(r) for r in ranks.loc[ranks["attempt"] == attempt, "rank"].unique())]
-    rank = st.selectbox("rank", choices, key="log_rank", format_func=lambda r: (
-        "every rank and the launcher" if r is None else f"rank {r}"))
+    choices: list[int | None] = [
+        None,
+        *sorted(int(r) for r in ranks.loc[ranks["attempt"] == attempt, "rank"].unique()),
+    ]
+    rank = st.selectbox(
+        "rank",
+        choices,
+        key="log_rank",
+        format_func=lambda r: "every rank and the launcher" if r is None else f"rank {r}",
+    )
     decisive = st.checkbox("only the lines that name a failure", key="log_decisive")
     frame = _log(cfg.data_dir, view.job_id, run_id, int(attempt), rank, decisive)
     if frame.empty:
-        st.caption("Nothing captured for this choice (the output is kept only for runs started "
-                   "by `triage run`, under DATA_DIR/logs/<job>/<run>/).")
+        st.caption(
+            "Nothing captured for this choice (the output is kept only for runs started "
+            "by `triage run`, under DATA_DIR/logs/<job>/<run>/)."
+        )
         return
-    st.caption("Red: a line that names a failure; amber: a symptom, what ranks print once "
-               "something else failed. The newest lines are last.")
-    st.dataframe(log_view.highlight(frame), hide_index=True, width="stretch", column_config={
-        "text": st.column_config.TextColumn("text", width="large")})
+    st.caption(
+        "Red: a line that names a failure; amber: a symptom, what ranks print once "
+        "something else failed. The newest lines are last."
+    )
+    st.dataframe(
+        log_view.highlight(frame),
+        hide_index=True,
+        width="stretch",
+        column_config={"text": st.column_config.TextColumn("text", width="large")},
+    )
 
 
 RENDER: dict[str, Callable[[DashboardConfig, str | None], None]] = {
-    "fleet": fleet_page, "job": job_page, "ranks": ranks_page, "gpu": gpu_page,
-    "incident": incident_page, "logs": logs_page,
+    "fleet": fleet_page,
+    "job": job_page,
+    "ranks": ranks_page,
+    "gpu": gpu_page,
+    "incident": incident_page,
+    "logs": logs_page,
 }
 
 
@@ -396,8 +484,13 @@ def _sidebar(cfg: DashboardConfig, page: str) -> str | None:
     """Page and job pickers; they write the URL's query parameters, which decide the view."""
     st.sidebar.title("Triage")
     st.session_state["nav_page"] = page
-    st.sidebar.radio("page", list(PAGES), format_func=PAGES.__getitem__, key="nav_page",
-                     on_change=lambda: _set_params(page=st.session_state["nav_page"]))
+    st.sidebar.radio(
+        "page",
+        list(PAGES),
+        format_func=PAGES.__getitem__,
+        key="nav_page",
+        on_change=lambda: _set_params(page=st.session_state["nav_page"]),
+    )
     jobs = _job_ids(cfg.data_dir)
     wanted = st.query_params.get("job")
     if wanted is not None and not is_valid_name(wanted):
@@ -407,9 +500,12 @@ def _sidebar(cfg: DashboardConfig, page: str) -> str | None:
     if jobs:
         options = jobs if job_id in jobs else [job_id, *jobs]
         st.session_state["nav_job"] = job_id
-        st.sidebar.selectbox("job", options, key="nav_job",
-                             on_change=lambda: _set_params(job=st.session_state["nav_job"],
-                                                           incident=None))
+        st.sidebar.selectbox(
+            "job",
+            options,
+            key="nav_job",
+            on_change=lambda: _set_params(job=st.session_state["nav_job"], incident=None),
+        )
     st.sidebar.caption(f"Data: `{cfg.data_dir}`  \nRefreshes every {cfg.refresh_s:g} s")
     return job_id
 

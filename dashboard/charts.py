@@ -10,8 +10,9 @@ import altair as alt
 import pandas as pd
 
 WIDTH = "container"
-MARKER_COLORS = alt.Scale(domain=["incident", "restart", "checkpoint"],
-                          range=["#d62728", "#ff7f0e", "#2ca02c"])
+MARKER_COLORS = alt.Scale(
+    domain=["incident", "restart", "checkpoint"], range=["#d62728", "#ff7f0e", "#2ca02c"]
+)
 TIME_TITLE = "time (UTC)"
 
 
@@ -27,115 +28,192 @@ def _with_time(df: pd.DataFrame, col: str = "time") -> pd.DataFrame:
 
 
 def marker_rules(markers: pd.DataFrame) -> alt.Chart:
-    return alt.Chart(_with_time(markers)).mark_rule(strokeWidth=2, strokeDash=[4, 3]).encode(
-        x=alt.X("time:T", title=TIME_TITLE),
-        color=alt.Color("kind:N", scale=MARKER_COLORS, title="marker"),
-        tooltip=[alt.Tooltip("kind:N"), alt.Tooltip("label:N"),
-                 alt.Tooltip("time:T", format="%H:%M:%S")])
+    return (
+        alt.Chart(_with_time(markers))
+        .mark_rule(strokeWidth=2, strokeDash=[4, 3])
+        .encode(
+            x=alt.X("time:T", title=TIME_TITLE),
+            color=alt.Color("kind:N", scale=MARKER_COLORS, title="marker"),
+            tooltip=[alt.Tooltip("kind:N"), alt.Tooltip("label:N"), alt.Tooltip("time:T", format="%H:%M:%S")],
+        )
+    )
 
 
 def step_timeline(steps: pd.DataFrame, markers: pd.DataFrame, column: str, title: str) -> alt.LayerChart:
     """`column` of every step over wall time, one line per attempt, with the job's incidents,
     restarts and checkpoints as vertical rules on the same axis."""
     data = steps.dropna(subset=[column]).assign(time=lambda d: d["end"])
-    line = alt.Chart(_with_time(data)).mark_line(point=True).encode(
-        x=alt.X("time:T", title=TIME_TITLE),
-        y=alt.Y(f"{column}:Q", title=title),
-        detail="attempt:N",
-        tooltip=["attempt:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".3f")])
+    line = (
+        alt.Chart(_with_time(data))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("time:T", title=TIME_TITLE),
+            y=alt.Y(f"{column}:Q", title=title),
+            detail="attempt:N",
+            tooltip=["attempt:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".3f")],
+        )
+    )
     return alt.layer(line, marker_rules(markers)).properties(width=WIDTH, height=220)
 
 
 def step_series(steps: pd.DataFrame, column: str, title: str) -> alt.Chart:
     """`column` by step number, one colour per attempt (a restart's redone steps overlap)."""
-    return alt.Chart(steps.dropna(subset=[column])).mark_line(point=True).encode(
-        x=alt.X("step:Q", title="step"), y=alt.Y(f"{column}:Q", title=title),
-        color=alt.Color("attempt:N", title="attempt"),
-        tooltip=["attempt:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".4g")],
-    ).properties(width=WIDTH, height=220)
+    return (
+        alt.Chart(steps.dropna(subset=[column]))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y(f"{column}:Q", title=title),
+            color=alt.Color("attempt:N", title="attempt"),
+            tooltip=["attempt:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".4g")],
+        )
+        .properties(width=WIDTH, height=220)
+    )
 
 
 def goodput_chart(frame: pd.DataFrame) -> alt.Chart:
     """Productive time and each badput bucket as bars, in seconds."""
-    return alt.Chart(frame).mark_bar().encode(
-        y=alt.Y("bucket:N", sort="-x", title=None,
-                axis=alt.Axis(labelLimit=220, labelOverlap=False)),
-        x=alt.X("seconds:Q", title="wall time (s)"),
-        color=alt.Color("kind:N", scale=alt.Scale(domain=["goodput", "badput"],
-                                                  range=["#2ca02c", "#d62728"]), title=None),
-        tooltip=["bucket:N", alt.Tooltip("seconds:Q", format=".1f"),
-                 alt.Tooltip("share:Q", format=".1%")],
-    ).properties(width=WIDTH, height=60 + 30 * len(frame))
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            y=alt.Y("bucket:N", sort="-x", title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
+            x=alt.X("seconds:Q", title="wall time (s)"),
+            color=alt.Color(
+                "kind:N",
+                scale=alt.Scale(domain=["goodput", "badput"], range=["#2ca02c", "#d62728"]),
+                title=None,
+            ),
+            tooltip=[
+                "bucket:N",
+                alt.Tooltip("seconds:Q", format=".1f"),
+                alt.Tooltip("share:Q", format=".1%"),
+            ],
+        )
+        .properties(width=WIDTH, height=60 + 30 * len(frame))
+    )
 
 
 def incidents_over_time(incidents: pd.DataFrame) -> alt.Chart:
     """Each incident at its first-seen time, one row per category, coloured by layer."""
     data = _with_time(incidents.dropna(subset=["time"]))
-    return alt.Chart(data).mark_circle(size=120, opacity=0.85).encode(
-        x=alt.X("time:T", title=TIME_TITLE), y=alt.Y("category:N", title=None),
-        color=alt.Color("layer:N", title="layer"),
-        shape=alt.Shape("root_cause:N", title="root cause"),
-        tooltip=["job_id:N", "attempt:Q", "category:N", "layer:N", "culprit:N", "summary:N",
-                 alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S")],
-    ).properties(width=WIDTH, height=max(160, 40 + 30 * incidents["category"].nunique()))
+    return (
+        alt.Chart(data)
+        .mark_circle(size=120, opacity=0.85)
+        .encode(
+            x=alt.X("time:T", title=TIME_TITLE),
+            y=alt.Y("category:N", title=None),
+            color=alt.Color("layer:N", title="layer"),
+            shape=alt.Shape("root_cause:N", title="root cause"),
+            tooltip=[
+                "job_id:N",
+                "attempt:Q",
+                "category:N",
+                "layer:N",
+                "culprit:N",
+                "summary:N",
+                alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"),
+            ],
+        )
+        .properties(width=WIDTH, height=max(160, 40 + 30 * incidents["category"].nunique()))
+    )
 
 
 def incident_counts(incidents: pd.DataFrame) -> alt.Chart:
-    return alt.Chart(incidents).mark_bar().encode(
-        x=alt.X("count():Q", title="incidents (count)", axis=alt.Axis(tickMinStep=1)),
-        y=alt.Y("layer:N", title="layer"),
-        color=alt.Color("category:N", title="category"),
-        tooltip=["layer:N", "category:N", "count():Q"],
-    ).properties(width=WIDTH, height=max(160, 40 + 30 * incidents["layer"].nunique()))
+    return (
+        alt.Chart(incidents)
+        .mark_bar()
+        .encode(
+            x=alt.X("count():Q", title="incidents (count)", axis=alt.Axis(tickMinStep=1)),
+            y=alt.Y("layer:N", title="layer"),
+            color=alt.Color("category:N", title="category"),
+            tooltip=["layer:N", "category:N", "count():Q"],
+        )
+        .properties(width=WIDTH, height=max(160, 40 + 30 * incidents["layer"].nunique()))
+    )
 
 
 def rank_heatmap(grid: pd.DataFrame, column: str, title: str, bin_steps: int) -> alt.Chart:
     """Rank x step grid of `column`: a straggler is a dark row, a hang a row (or all rows)
     that stops early."""
     step_title = "step" if bin_steps == 1 else f"step (bins of {bin_steps})"
-    return alt.Chart(grid.dropna(subset=[column])).mark_rect().encode(
-        x=alt.X("step:O", title=step_title, axis=alt.Axis(labelOverlap=True)),
-        y=alt.Y("rank:O", title="rank"),
-        color=alt.Color(f"{column}:Q", title=title, scale=alt.Scale(scheme="inferno", reverse=True)),
-        tooltip=["rank:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".4f")],
-    ).properties(width=WIDTH, height=max(120, min(600, 14 * grid["rank"].nunique())))
+    return (
+        alt.Chart(grid.dropna(subset=[column]))
+        .mark_rect()
+        .encode(
+            x=alt.X("step:O", title=step_title, axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("rank:O", title="rank"),
+            color=alt.Color(f"{column}:Q", title=title, scale=alt.Scale(scheme="inferno", reverse=True)),
+            tooltip=["rank:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".4f")],
+        )
+        .properties(width=WIDTH, height=max(120, min(600, 14 * grid["rank"].nunique())))
+    )
 
 
 def bandwidth_chart(bw: pd.DataFrame) -> alt.Chart:
     data = bw.assign(collective=bw["op"] + " " + (bw["bytes"] / 2**20).round(2).astype(str) + " MiB")
-    return alt.Chart(data).mark_bar().encode(
-        y=alt.Y("collective:N", title=None), x=alt.X("busbw_gb_per_s:Q", title="bus bandwidth (GB/s)"),
-        color=alt.Color("group:N", title="group"),
-        tooltip=["op:N", "group:N", "bytes:Q", "calls:Q",
-                 alt.Tooltip("busbw_gb_per_s:Q", format=".2f"),
-                 alt.Tooltip("median_ms:Q", format=".3f")],
-    ).properties(width=WIDTH, height=40 + 22 * len(data))
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            y=alt.Y("collective:N", title=None),
+            x=alt.X("busbw_gb_per_s:Q", title="bus bandwidth (GB/s)"),
+            color=alt.Color("group:N", title="group"),
+            tooltip=[
+                "op:N",
+                "group:N",
+                "bytes:Q",
+                "calls:Q",
+                alt.Tooltip("busbw_gb_per_s:Q", format=".2f"),
+                alt.Tooltip("median_ms:Q", format=".3f"),
+            ],
+        )
+        .properties(width=WIDTH, height=40 + 22 * len(data))
+    )
 
 
 def gpu_metric(series: pd.DataFrame, column: str, title: str) -> alt.Chart:
-    return alt.Chart(_with_time(series.dropna(subset=[column]))).mark_line().encode(
-        x=alt.X("time:T", title=TIME_TITLE), y=alt.Y(f"{column}:Q", title=title),
-        color=alt.Color("gpu:N", title="GPU"),
-        tooltip=["gpu:Q", alt.Tooltip(f"{column}:Q", format=".1f"),
-                 alt.Tooltip("time:T", format="%H:%M:%S")],
-    ).properties(width=WIDTH, height=200)
+    return (
+        alt.Chart(_with_time(series.dropna(subset=[column])))
+        .mark_line()
+        .encode(
+            x=alt.X("time:T", title=TIME_TITLE),
+            y=alt.Y(f"{column}:Q", title=title),
+            color=alt.Color("gpu:N", title="GPU"),
+            tooltip=[
+                "gpu:Q",
+                alt.Tooltip(f"{column}:Q", format=".1f"),
+                alt.Tooltip("time:T", format="%H:%M:%S"),
+            ],
+        )
+        .properties(width=WIDTH, height=200)
+    )
 
 
 def clock_events_chart(points: pd.DataFrame) -> alt.Chart:
     """Every sample with an active clock-event reason, per GPU; health reasons in red."""
-    return alt.Chart(_with_time(points)).mark_tick(thickness=2).encode(
-        x=alt.X("time:T", title=TIME_TITLE), y=alt.Y("gpu:O", title="GPU"),
-        color=alt.Color("reason:N", title="clock-event reason"),
-        tooltip=["gpu:Q", "reason:N", "health:N", alt.Tooltip("time:T", format="%H:%M:%S")],
-    ).properties(width=WIDTH, height=60 + 24 * max(1, points["gpu"].nunique()))
+    return (
+        alt.Chart(_with_time(points))
+        .mark_tick(thickness=2)
+        .encode(
+            x=alt.X("time:T", title=TIME_TITLE),
+            y=alt.Y("gpu:O", title="GPU"),
+            color=alt.Color("reason:N", title="clock-event reason"),
+            tooltip=["gpu:Q", "reason:N", "health:N", alt.Tooltip("time:T", format="%H:%M:%S")],
+        )
+        .properties(width=WIDTH, height=60 + 24 * max(1, points["gpu"].nunique()))
+    )
 
 
 def xid_chart(points: pd.DataFrame) -> alt.LayerChart:
-    data = _with_time(points).assign(gpu=lambda d: d["gpu"].fillna(-1).astype(int),
-                                     xid=lambda d: d["xid"].fillna(-1).astype(int))
-    base = alt.Chart(data).encode(x=alt.X("time:T", title=TIME_TITLE),
-                                  y=alt.Y("gpu:O", title="GPU (-1: unmapped)"))
+    data = _with_time(points).assign(
+        gpu=lambda d: d["gpu"].fillna(-1).astype(int), xid=lambda d: d["xid"].fillna(-1).astype(int)
+    )
+    base = alt.Chart(data).encode(
+        x=alt.X("time:T", title=TIME_TITLE), y=alt.Y("gpu:O", title="GPU (-1: unmapped)")
+    )
     dots = base.mark_point(filled=True, size=140, color="#d62728").encode(
-        tooltip=["gpu:Q", "xid:Q", "source:N", "text:N", alt.Tooltip("time:T", format="%H:%M:%S")])
+        tooltip=["gpu:Q", "xid:Q", "source:N", "text:N", alt.Tooltip("time:T", format="%H:%M:%S")]
+    )
     labels = base.mark_text(dy=-12).encode(text="xid:Q")
     return alt.layer(dots, labels).properties(width=WIDTH, height=60 + 30 * max(1, data["gpu"].nunique()))

@@ -30,7 +30,7 @@ def _tail_lines(paths: list[Path], tail_bytes: int) -> tuple[list[str], int]:
             if size > budget:
                 fh.seek(size - budget)
                 data = fh.read()
-                data = data[data.find(b"\n") + 1:]  # drop the torn first line
+                data = data[data.find(b"\n") + 1 :]  # drop the torn first line
                 whole = False
             else:
                 data = fh.read()
@@ -43,9 +43,17 @@ def _tail_lines(paths: list[Path], tail_bytes: int) -> tuple[list[str], int]:
     return lines, 1 if whole else 0
 
 
-def read_attempt_log(data_dir: str | Path, job_id: str, run_id: str, attempt: int, *,
-                     rank: int | None = None, decisive_only: bool = False,
-                     max_lines: int = 2000, tail_bytes: int = DEFAULT_TAIL_BYTES) -> pd.DataFrame:
+def read_attempt_log(
+    data_dir: str | Path,
+    job_id: str,
+    run_id: str,
+    attempt: int,
+    *,
+    rank: int | None = None,
+    decisive_only: bool = False,
+    max_lines: int = 2000,
+    tail_bytes: int = DEFAULT_TAIL_BYTES,
+) -> pd.DataFrame:
     """The newest `max_lines` lines (of one rank, or only decisive ones, where asked); an
     empty frame where nothing was captured."""
     paths = attempt_log_paths(data_dir, job_id, run_id, attempt)
@@ -60,15 +68,21 @@ def read_attempt_log(data_dir: str | Path, job_id: str, run_id: str, attempt: in
         match = classify_line(text)
         if decisive_only and match is None:
             continue
-        rows.append({"line": first + i if first else None, "rank": who,
-                     "category": match.category.value if match else None,
-                     "symptom": bool(match.symptom) if match else None,
-                     "text": text[:_SHOWN_CHARS]})
+        rows.append(
+            {
+                "line": first + i if first else None,
+                "rank": who,
+                "category": match.category.value if match else None,
+                "symptom": bool(match.symptom) if match else None,
+                "text": text[:_SHOWN_CHARS],
+            }
+        )
     return pd.DataFrame(rows[-max_lines:], columns=COLUMNS)
 
 
-def highlight(frame: pd.DataFrame) -> "pd.io.formats.style.Styler":
+def highlight(frame: pd.DataFrame) -> pd.io.formats.style.Styler:
     """Decisive lines in red (a cause) or amber (a symptom); the rest as they are."""
+
     def row_style(row: pd.Series) -> list[str]:
         if row["category"] is None or pd.isna(row["category"]):
             return [""] * len(row)

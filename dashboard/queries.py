@@ -10,10 +10,10 @@ store open between refreshes and never takes a lock, so agents keep writing whil
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import duckdb
 import pandas as pd
@@ -88,6 +88,7 @@ def _df(con: duckdb.DuckDBPyConnection, sql: str, params: dict | list | None = N
 
 # -- fleet ------------------------------------------------------------------------------------
 
+
 def read_fleet(data_dir: str, now: float, max_jobs: int) -> FleetView:
     """Jobs (the newest `max_jobs` analysed), their incidents, and every node's GPUs."""
     with _reading("the fleet", data_dir):
@@ -97,10 +98,17 @@ def read_fleet(data_dir: str, now: float, max_jobs: int) -> FleetView:
         with open_snapshot(path, now=now) as snap:
             jobs = snap.jobs()
             for i, j in enumerate(jobs):
-                row = {"job_id": j.job_id, "status": j.status, "attempts": j.attempts,
-                       "ranks": j.ranks, "max_step": j.max_step,
-                       "last_progress": j.last_progress, "start_time": j.start_time,
-                       "goodput_ratio": None, "open_incidents": None}
+                row = {
+                    "job_id": j.job_id,
+                    "status": j.status,
+                    "attempts": j.attempts,
+                    "ranks": j.ranks,
+                    "max_step": j.max_step,
+                    "last_progress": j.last_progress,
+                    "start_time": j.start_time,
+                    "goodput_ratio": None,
+                    "open_incidents": None,
+                }
                 if i < max_jobs:
                     analysis = analyze_job(load_job(snap.con, j.job_id), cfg)
                     row["status"] = analysis.status
@@ -111,17 +119,42 @@ def read_fleet(data_dir: str, now: float, max_jobs: int) -> FleetView:
             gpus = latest_gpu_state(snap.con, now)
             nodes = node_table(snap.con, gpus)
             problems = list(snap.problems)
-        return FleetView(str(path), pd.DataFrame(job_rows, columns=_JOB_COLUMNS),
-                         pd.DataFrame(incident_rows, columns=INCIDENT_COLUMNS), gpus, nodes,
-                         pending_spool_nodes=spool_nodes(path) if not jobs else [],
-                         problems=problems)
+        return FleetView(
+            str(path),
+            pd.DataFrame(job_rows, columns=_JOB_COLUMNS),
+            pd.DataFrame(incident_rows, columns=INCIDENT_COLUMNS),
+            gpus,
+            nodes,
+            pending_spool_nodes=spool_nodes(path) if not jobs else [],
+            problems=problems,
+        )
 
 
-_JOB_COLUMNS = ["job_id", "status", "attempts", "ranks", "max_step", "last_progress",
-                "start_time", "goodput_ratio", "open_incidents"]
+_JOB_COLUMNS = [
+    "job_id",
+    "status",
+    "attempts",
+    "ranks",
+    "max_step",
+    "last_progress",
+    "start_time",
+    "goodput_ratio",
+    "open_incidents",
+]
 
-INCIDENT_COLUMNS = ["job_id", "attempt", "index", "time", "category", "layer", "action",
-                    "confidence", "root_cause", "culprit", "summary"]
+INCIDENT_COLUMNS = [
+    "job_id",
+    "attempt",
+    "index",
+    "time",
+    "category",
+    "layer",
+    "action",
+    "confidence",
+    "root_cause",
+    "culprit",
+    "summary",
+]
 
 
 def culprit_text(culprit: dict) -> str:
@@ -135,11 +168,21 @@ def incident_table(analysis: JobAnalysis) -> pd.DataFrame:
     rows = []
     for index, inc in enumerate(analysis.incidents):
         d = inc.verdict.to_dict()
-        rows.append({"job_id": analysis.job_id, "attempt": inc.attempt, "index": index,
-                     "time": d["first_seen"], "category": d["category"], "layer": d["layer"],
-                     "action": d["action"], "confidence": d["confidence"],
-                     "root_cause": inc.root, "culprit": culprit_text(d["culprit"]),
-                     "summary": d["summary"]})
+        rows.append(
+            {
+                "job_id": analysis.job_id,
+                "attempt": inc.attempt,
+                "index": index,
+                "time": d["first_seen"],
+                "category": d["category"],
+                "layer": d["layer"],
+                "action": d["action"],
+                "confidence": d["confidence"],
+                "root_cause": inc.root,
+                "culprit": culprit_text(d["culprit"]),
+                "summary": d["summary"],
+            }
+        )
     return pd.DataFrame(rows, columns=INCIDENT_COLUMNS)
 
 
@@ -166,9 +209,21 @@ SELECT node, gpu, count(*) AS xids, string_agg(DISTINCT CAST(xid AS VARCHAR), ',
 FROM gpu_events WHERE time >= $1 AND gpu IS NOT NULL GROUP BY ALL
 """
 
-GPU_STATE_COLUMNS = ["node", "gpu", "uuid", "health", "temperature_celsius", "power_watts",
-                     "sm_clock_mhz", "clock_events", "ecc_uncorrected_volatile",
-                     "remapped_rows_uncorrectable", "xids", "xid_codes", "last_sample"]
+GPU_STATE_COLUMNS = [
+    "node",
+    "gpu",
+    "uuid",
+    "health",
+    "temperature_celsius",
+    "power_watts",
+    "sm_clock_mhz",
+    "clock_events",
+    "ecc_uncorrected_volatile",
+    "remapped_rows_uncorrectable",
+    "xids",
+    "xid_codes",
+    "last_sample",
+]
 
 
 def latest_gpu_state(con: duckdb.DuckDBPyConnection, now: float) -> pd.DataFrame:
@@ -203,11 +258,17 @@ def gpu_health_word(sample: dict) -> str:
 
 #: NVML clock-event reason bits (FIELD-NOTES.md) -> (name, whether it is a health signal).
 CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "idle", 0x4: "sw power cap", 0x8: "hw slowdown", 0x10: "sync boost",
-    0x20: "sw thermal", 0x40: "hw thermal", 0x80: "hw power brake",
+    0x1: "idle",
+    0x4: "sw power cap",
+    0x8: "hw slowdown",
+    0x10: "sync boost",
+    0x20: "sw thermal",
+    0x40: "hw thermal",
+    0x80: "hw power brake",
 }
 HEALTH_REASON_BITS: dict[str, bool] = {
-    name: bit in (0x8, 0x20, 0x40, 0x80) for bit, name in CLOCK_EVENT_REASONS.items()}
+    name: bit in (0x8, 0x20, 0x40, 0x80) for bit, name in CLOCK_EVENT_REASONS.items()
+}
 
 
 def clock_event_names(mask: float | int | None) -> list[str]:
@@ -231,19 +292,22 @@ def node_table(con: duckdb.DuckDBPyConnection, gpus: pd.DataFrame) -> pd.DataFra
     """Every node any table names, its GPUs' worst health, and whether the supervisor
     excluded it (an incident it recorded with action `restart_excluding_node` naming it)."""
     have = _tables(con)
-    sources = {"ranks": "start_time", "heartbeats": "time", "gpu_samples": "time",
-               "host_samples": "time"}
+    sources = {"ranks": "start_time", "heartbeats": "time", "gpu_samples": "time", "host_samples": "time"}
     parts = [f"SELECT node, {col} AS t FROM {t}" for t, col in sources.items() if t in have]
     columns = ["node", "last_seen", "gpus", "unhealthy_gpus", "excluded", "excluded_by_job"]
     if not parts:
         return pd.DataFrame(columns=columns)
     nodes = _df(con, _NODES_SQL.format(parts="\n    UNION ALL ".join(parts)))
-    excluded = (_df(con, _EXCLUDED_SQL, [Action.RESTART_EXCLUDING_NODE.value])
-                if "incidents" in have else pd.DataFrame(columns=["node", "excluded_by_job"]))
+    excluded = (
+        _df(con, _EXCLUDED_SQL, [Action.RESTART_EXCLUDING_NODE.value])
+        if "incidents" in have
+        else pd.DataFrame(columns=["node", "excluded_by_job"])
+    )
     nodes = nodes.merge(excluded[["node", "excluded_by_job"]], on="node", how="left")
     nodes["excluded"] = nodes["excluded_by_job"].notna()
-    counts = gpus.groupby("node").agg(gpus=("gpu", "count"),
-                                      unhealthy_gpus=("health", lambda h: int((h != "ok").sum())))
+    counts = gpus.groupby("node").agg(
+        gpus=("gpu", "count"), unhealthy_gpus=("health", lambda h: int((h != "ok").sum()))
+    )
     nodes = nodes.merge(counts, left_on="node", right_index=True, how="left")
     nodes[["gpus", "unhealthy_gpus"]] = nodes[["gpus", "unhealthy_gpus"]].fillna(0).astype(int)
     return nodes[columns]
@@ -271,12 +335,18 @@ def read_job(data_dir: str, job_id: str, now: float) -> JobView:
             analysis = analyze_job(data, AnalyzerConfig(now=now))
             run = [job_id, data.run_id]
             steps = _df(snap.con, _STEPS_SQL, run)
-            steps["tokens_per_s"] = steps["tokens"] / (steps["end"] - steps["start"]).where(
-                lambda d: d > 0)
-            checkpoints = _df(snap.con, "SELECT * FROM checkpoints WHERE job_id = $1 "
-                              "AND run_id IS NOT DISTINCT FROM $2 ORDER BY end_time", run)
-            supervisor = _df(snap.con, "SELECT * FROM incidents WHERE job_id = $1 "
-                             "AND run_id IS NOT DISTINCT FROM $2 ORDER BY time", run)
+            steps["tokens_per_s"] = steps["tokens"] / (steps["end"] - steps["start"]).where(lambda d: d > 0)
+            checkpoints = _df(
+                snap.con,
+                "SELECT * FROM checkpoints WHERE job_id = $1 "
+                "AND run_id IS NOT DISTINCT FROM $2 ORDER BY end_time",
+                run,
+            )
+            supervisor = _df(
+                snap.con,
+                "SELECT * FROM incidents WHERE job_id = $1 AND run_id IS NOT DISTINCT FROM $2 ORDER BY time",
+                run,
+            )
         return JobView(job_id, analysis, data, steps, checkpoints, supervisor)
 
 
@@ -305,8 +375,9 @@ GROUP BY ALL ORDER BY op, bytes
 """
 
 
-def read_rank_grid(data_dir: str, job_id: str, attempt: int, run_id: str | None = None
-                   ) -> tuple[pd.DataFrame, int]:
+def read_rank_grid(
+    data_dir: str, job_id: str, attempt: int, run_id: str | None = None
+) -> tuple[pd.DataFrame, int]:
     """Rank x step medians of step time and collective wait, steps binned so the grid stays
     under `MAX_HEATMAP_CELLS`; returns the frame and the bin width in steps."""
     with _reading(f"the ranks of job {job_id}", data_dir):
@@ -314,13 +385,14 @@ def read_rank_grid(data_dir: str, job_id: str, attempt: int, run_id: str | None 
             lo, hi, ranks = snap.con.execute(
                 "SELECT min(step), max(step), count(DISTINCT rank) FROM steps "
                 "WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3",
-                [job_id, attempt, run_id]).fetchone()
+                [job_id, attempt, run_id],
+            ).fetchone()
             if lo is None:
-                return pd.DataFrame(columns=["rank", "step", "step_time_s", "collective_wait_s",
-                                             "steps"]), 1
+                return pd.DataFrame(columns=["rank", "step", "step_time_s", "collective_wait_s", "steps"]), 1
             bin_steps = step_bin(int(hi) - int(lo) + 1, int(ranks))
-            grid = _df(snap.con, _RANK_GRID_SQL,
-                       {"job": job_id, "run": run_id, "attempt": attempt, "bin": bin_steps})
+            grid = _df(
+                snap.con, _RANK_GRID_SQL, {"job": job_id, "run": run_id, "attempt": attempt, "bin": bin_steps}
+            )
             return grid, bin_steps
 
 
@@ -330,8 +402,7 @@ def step_bin(steps: int, ranks: int, max_cells: int = MAX_HEATMAP_CELLS) -> int:
     return max(1, math.ceil(steps / columns))
 
 
-def read_bandwidth(data_dir: str, job_id: str, attempt: int, run_id: str | None = None
-                   ) -> pd.DataFrame:
+def read_bandwidth(data_dir: str, job_id: str, attempt: int, run_id: str | None = None) -> pd.DataFrame:
     """Median bus bandwidth per collective (op, group, size), as the hooks measured it."""
     with _reading(f"the collectives of job {job_id}", data_dir):
         with open_snapshot(check_data_dir(Path(data_dir))) as snap:
@@ -355,8 +426,8 @@ def read_gpu_series(data_dir: str, node: str, t0: float, t1: float) -> pd.DataFr
         with open_snapshot(check_data_dir(Path(data_dir))) as snap:
             if "gpu_samples" not in _tables(snap.con):
                 return pd.DataFrame()
-            n = snap.con.execute("SELECT count(*) FROM gpu_samples WHERE node = $1 AND time "
-                                 "BETWEEN $2 AND $3", [node, t0, t1]).fetchone()[0]
+            n = snap.con.execute(
+                "SELECT count(*) FROM gpu_samples WHERE node = $1 AND time BETWEEN $2 AND $3", [node, t0, t1]
+            ).fetchone()[0]
             every = max(1, math.ceil(n / MAX_GPU_POINTS))
-            return _df(snap.con, _GPU_SERIES_SQL,
-                       {"node": node, "t0": t0, "t1": t1, "every": every})
+            return _df(snap.con, _GPU_SERIES_SQL, {"node": node, "t0": t0, "t1": t1, "every": every})

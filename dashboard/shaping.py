@@ -19,24 +19,38 @@ MARKER_COLUMNS = ["time", "kind", "label"]
 
 def job_markers(view: JobView) -> pd.DataFrame:
     """Incidents, restarts and completed checkpoints on one time axis (unix seconds)."""
-    rows = [{"time": i.verdict.first_seen, "kind": "incident",
-             "label": f"{i.verdict.category.value} (attempt {i.attempt})"}
-            for i in view.analysis.incidents if i.verdict.first_seen is not None]
-    rows += [{"time": a.start, "kind": "restart", "label": f"attempt {a.attempt} starts"}
-             for a in view.analysis.attempts if a.attempt > 0 and a.start is not None]
+    rows = [
+        {
+            "time": i.verdict.first_seen,
+            "kind": "incident",
+            "label": f"{i.verdict.category.value} (attempt {i.attempt})",
+        }
+        for i in view.analysis.incidents
+        if i.verdict.first_seen is not None
+    ]
+    rows += [
+        {"time": a.start, "kind": "restart", "label": f"attempt {a.attempt} starts"}
+        for a in view.analysis.attempts
+        if a.attempt > 0 and a.start is not None
+    ]
     ck = view.checkpoints.dropna(subset=["end_time"])
     if not ck.empty:
         per_step = ck.groupby(["attempt", "step"], as_index=False)["end_time"].max()
-        rows += [{"time": r.end_time, "kind": "checkpoint", "label": f"checkpoint step {r.step}"}
-                 for r in per_step.itertuples()]
+        rows += [
+            {"time": r.end_time, "kind": "checkpoint", "label": f"checkpoint step {r.step}"}
+            for r in per_step.itertuples()
+        ]
     return pd.DataFrame(rows, columns=MARKER_COLUMNS).sort_values("time", ignore_index=True)
 
 
 def goodput_frame(goodput: Goodput) -> pd.DataFrame:
     """Productive time and each non-zero badput bucket, in seconds and as a share of the total."""
     rows = [{"bucket": "productive", "seconds": goodput.productive_s, "kind": "goodput"}]
-    rows += [{"bucket": name, "seconds": secs, "kind": "badput"}
-             for name, secs in goodput.badput.items() if secs > 0]
+    rows += [
+        {"bucket": name, "seconds": secs, "kind": "badput"}
+        for name, secs in goodput.badput.items()
+        if secs > 0
+    ]
     df = pd.DataFrame(rows, columns=["bucket", "seconds", "kind"])
     df["share"] = df["seconds"] / goodput.total_s if goodput.total_s > 0 else None
     return df
@@ -45,23 +59,45 @@ def goodput_frame(goodput: Goodput) -> pd.DataFrame:
 def clock_event_points(series: pd.DataFrame) -> pd.DataFrame:
     """One row per (sample, active clock-event reason), idle left out; `health` marks the
     reasons that hold a GPU back for its health (HW slowdown, thermal, power brake)."""
-    rows = [{"time": r["time"], "gpu": r["gpu"], "reason": name, "health": HEALTH_REASON_BITS[name]}
-            for r in series.to_dict("records")
-            for name in clock_event_names(r.get("clock_event_reasons")) if name != "idle"]
+    rows = [
+        {"time": r["time"], "gpu": r["gpu"], "reason": name, "health": HEALTH_REASON_BITS[name]}
+        for r in series.to_dict("records")
+        for name in clock_event_names(r.get("clock_event_reasons"))
+        if name != "idle"
+    ]
     return pd.DataFrame(rows, columns=["time", "gpu", "reason", "health"])
 
 
 def xid_points(data: JobData, node: str) -> pd.DataFrame:
     """The node's Xids and GPU-loss events during the job, from NVML events and the kernel log."""
     gpu = data.gpu_events[data.gpu_events["node"] == node]
-    kern = data.kernel_events[(data.kernel_events["node"] == node)
-                              & data.kernel_events["kind"].isin(["xid", "gpu_fallen_off_bus"])]
-    frames = [f for f in (
-        pd.DataFrame({"time": gpu["time"], "gpu": gpu["gpu"], "xid": gpu["xid"],
-                      "text": gpu["text"], "source": gpu["source"]}),
-        pd.DataFrame({"time": kern["time"], "gpu": kern["gpu"], "xid": kern["xid"],
-                      "text": kern["message"], "source": "kernel_log"}),
-    ) if not f.empty]
+    kern = data.kernel_events[
+        (data.kernel_events["node"] == node) & data.kernel_events["kind"].isin(["xid", "gpu_fallen_off_bus"])
+    ]
+    frames = [
+        f
+        for f in (
+            pd.DataFrame(
+                {
+                    "time": gpu["time"],
+                    "gpu": gpu["gpu"],
+                    "xid": gpu["xid"],
+                    "text": gpu["text"],
+                    "source": gpu["source"],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "time": kern["time"],
+                    "gpu": kern["gpu"],
+                    "xid": kern["xid"],
+                    "text": kern["message"],
+                    "source": "kernel_log",
+                }
+            ),
+        )
+        if not f.empty
+    ]
     if not frames:
         return pd.DataFrame(columns=["time", "gpu", "xid", "text", "source"])
     out = pd.concat(frames, ignore_index=True)
@@ -85,9 +121,16 @@ def incident_detail(view: JobView, index: int) -> IncidentDetail:
     inc = view.analysis.incidents[index]
     v = inc.verdict.to_dict()
     evidence = pd.DataFrame(v["evidence"], columns=["time", "source", "rank", "line", "text"])
-    return IncidentDetail(inc.attempt, inc.root, v, culprit_text(v["culprit"]), evidence,
-                          v["consequences"], _action_taken(view, inc.attempt, v),
-                          _result(view, inc.attempt))
+    return IncidentDetail(
+        inc.attempt,
+        inc.root,
+        v,
+        culprit_text(v["culprit"]),
+        evidence,
+        v["consequences"],
+        _action_taken(view, inc.attempt, v),
+        _result(view, inc.attempt),
+    )
 
 
 def _action_taken(view: JobView, attempt: int, verdict: dict) -> str:

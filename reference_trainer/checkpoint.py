@@ -47,8 +47,9 @@ class CheckpointError(RuntimeError):
 def _describe(exc: BaseException) -> str:
     """One line per failing rank instead of DCP's tracebacks (they stay in the chain)."""
     if isinstance(exc, CheckpointException):
-        return "; ".join(f"rank {rank}: {type(err).__name__}: {err}"
-                         for rank, (err, _) in sorted(exc.failures.items()))
+        return "; ".join(
+            f"rank {rank}: {type(err).__name__}: {err}" for rank, (err, _) in sorted(exc.failures.items())
+        )
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -65,8 +66,11 @@ def complete_checkpoints(run_dir: str | os.PathLike[str]) -> list[tuple[int, Pat
     root = checkpoints_root(run_dir)
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if (m := _STEP_DIR.match(p.name)) and (p / MARKER).is_file()]
+    found = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _STEP_DIR.match(p.name)) and (p / MARKER).is_file()
+    ]
     return sorted(found)
 
 
@@ -80,8 +84,9 @@ def _sha256(path: Path) -> str:
 
 def finalize(tmp: Path, final: Path, step: int) -> None:
     """Seal a fully written checkpoint: marker with sizes and checksums, then the rename."""
-    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
-             for p in sorted(tmp.iterdir()) if p.is_file()}
+    files = {
+        p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir()) if p.is_file()
+    }
     marker_tmp = tmp / (MARKER + ".tmp")
     with open(marker_tmp, "w") as fh:
         json.dump({"step": step, "time": time.time(), "files": files}, fh, indent=1)
@@ -107,8 +112,10 @@ def verify(path: Path) -> None:
             raise CheckpointError(f"checkpoint {path}: file {name} is missing")
         size = f.stat().st_size
         if size != want["size"]:
-            raise CheckpointError(f"checkpoint {path}: file {name} is {size} bytes, expected "
-                                  f"{want['size']} (truncated or overwritten)")
+            raise CheckpointError(
+                f"checkpoint {path}: file {name} is {size} bytes, expected "
+                f"{want['size']} (truncated or overwritten)"
+            )
         if _sha256(f) != want["sha256"]:
             raise CheckpointError(f"checkpoint {path}: file {name} fails its SHA-256 check")
 
@@ -175,7 +182,7 @@ class _FillingStream:
 
     def write(self, data: bytes) -> int:
         if len(data) > self._room:
-            self._stream.write(bytes(data[:self._room]))
+            self._stream.write(bytes(data[: self._room]))
             self._stream.flush()
             raise OSError(errno.ENOSPC, "No space left on device")
         self._room -= len(data)
@@ -226,8 +233,11 @@ class Checkpointer:
                 except CheckpointError as exc:
                     aside = quarantine(path)
                     previous = found[-2][1].name if len(found) > 1 else "none (a fresh start)"
-                    answer[0] = ("corrupt", str(exc) + f"; quarantined to {aside.name}; the next "
-                                 f"attempt resumes from the previous good checkpoint: {previous}")
+                    answer[0] = (
+                        "corrupt",
+                        str(exc) + f"; quarantined to {aside.name}; the next "
+                        f"attempt resumes from the previous good checkpoint: {previous}",
+                    )
         dist.broadcast_object_list(answer, src=0)
         if answer[0] is None:
             return None
@@ -251,8 +261,7 @@ class Checkpointer:
             try:
                 dcp.save(state, storage_writer=writer)
             except (Exception, CheckpointException) as exc:
-                raise CheckpointError(f"saving {tmp} at step {step} failed: {_describe(exc)}"
-                                      ) from exc
+                raise CheckpointError(f"saving {tmp} at step {step} failed: {_describe(exc)}") from exc
             self._seal(tmp, final, step)
         else:
             future = dcp.async_save(state, storage_writer=writer, process_group=self._async_group)

@@ -54,15 +54,28 @@ class TokenBatches(Dataset):
     as the kernel's OOM killer, which is a different failure.)
     """
 
-    def __init__(self, *, seed: int, rank: int, world_size: int, batch_size: int, seq_len: int,
-                 start_step: int, start_position: int, data_path: str | None = None,
-                 kill_worker_at: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int,
+        rank: int,
+        world_size: int,
+        batch_size: int,
+        seq_len: int,
+        start_step: int,
+        start_position: int,
+        data_path: str | None = None,
+        kill_worker_at: frozenset[int] = frozenset(),
+    ) -> None:
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.batch_size, self.seq_len = batch_size, seq_len
         self.start_step, self.start_position = start_step, start_position
         self.kill_worker_at = kill_worker_at
-        self.data = (torch.frombuffer(bytearray(Path(data_path).read_bytes()), dtype=torch.uint8)
-                     if data_path else None)
+        self.data = (
+            torch.frombuffer(bytearray(Path(data_path).read_bytes()), dtype=torch.uint8)
+            if data_path
+            else None
+        )
 
     def position_after(self, step: int) -> int:
         """Global sequences consumed once `step` is done: what a checkpoint at `step` stores."""
@@ -74,7 +87,7 @@ class TokenBatches(Dataset):
             return synthetic_sequence(self.seed, index, n)
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
         offset = int(torch.randint(0, len(self.data) - n + 1, (1,), generator=g))
-        return self.data[offset:offset + n].long()
+        return self.data[offset : offset + n].long()
 
     def __len__(self) -> int:
         raise TypeError("TokenBatches is indexed by step; use it with an explicit sampler")
@@ -89,5 +102,10 @@ class TokenBatches(Dataset):
 
 def make_loader(dataset: TokenBatches, steps: Sequence[int], num_workers: int) -> DataLoader:
     """One item per step, in step order; workers prefetch so data wait stays off the step."""
-    return DataLoader(dataset, batch_size=None, sampler=list(steps), num_workers=num_workers,
-                      prefetch_factor=2 if num_workers else None)
+    return DataLoader(
+        dataset,
+        batch_size=None,
+        sampler=list(steps),
+        num_workers=num_workers,
+        prefetch_factor=2 if num_workers else None,
+    )

@@ -23,33 +23,47 @@ from torch.overrides import TorchFunctionMode
 from triage.config import node_name
 from triage.fault_schedule import GpuFault, append_fault
 from triage.reference_trainer.checkpoint import truncate_shard
-from triage.reference_trainer.inject_spec import (XID_ECC, XID_HANG, XID_ILLEGAL_ADDRESS,
-                                                  XID_LINK, InjectSpec)
+from triage.reference_trainer.inject_spec import XID_ECC, XID_HANG, XID_ILLEGAL_ADDRESS, XID_LINK, InjectSpec
 
-_CUDA_ERROR_TAIL = ("\nCUDA kernel errors might be asynchronously reported at some other API "
-                    "call, so the stacktrace below might be incorrect.\nFor debugging consider "
-                    "passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable "
-                    "device-side assertions.\n")
+_CUDA_ERROR_TAIL = (
+    "\nCUDA kernel errors might be asynchronously reported at some other API "
+    "call, so the stacktrace below might be incorrect.\nFor debugging consider "
+    "passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable "
+    "device-side assertions.\n"
+)
 _DEFAULT_XID = {"ecc": 48, "nvlink": 74}
 
 
 def oom_message(gpu: int) -> str:
     """The caching allocator's message, numbers of an 80 GB GPU that is nearly full."""
-    return ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU {0} has a total capacity of "
-            "79.11 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has "
-            "77.86 GiB memory in use. Of the allocated memory 75.20 GiB is allocated by PyTorch, "
-            "and 1.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated "
-            "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
-            "avoid fragmentation.  See documentation for Memory Management  "
-            "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)").format(gpu)
+    return (
+        f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU {gpu} has a total capacity of "
+        "79.11 GiB of which 1.23 GiB is free. Including non-PyTorch memory, this process has "
+        "77.86 GiB memory in use. Of the allocated memory 75.20 GiB is allocated by PyTorch, "
+        "and 1.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+        "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+        "avoid fragmentation.  See documentation for Memory Management  "
+        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
 
 
 class PerturbMatmuls(TorchFunctionMode):
     """Silent data corruption: matmul-family results come out scaled by (1 + factor)."""
 
-    TARGETS = frozenset({torch.mm, torch.matmul, torch.addmm, torch.bmm,
-                         torch.nn.functional.linear, torch.Tensor.mm, torch.Tensor.matmul,
-                         torch.Tensor.bmm, torch.Tensor.addmm, torch.Tensor.__matmul__})
+    TARGETS = frozenset(
+        {
+            torch.mm,
+            torch.matmul,
+            torch.addmm,
+            torch.bmm,
+            torch.nn.functional.linear,
+            torch.Tensor.mm,
+            torch.Tensor.matmul,
+            torch.Tensor.bmm,
+            torch.Tensor.addmm,
+            torch.Tensor.__matmul__,
+        }
+    )
 
     def __init__(self, factor: float) -> None:
         super().__init__()
@@ -78,8 +92,11 @@ def shutdown_tcp_sockets() -> int:
             continue
         try:
             listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-            if (sock.family in (socket.AF_INET, socket.AF_INET6)
-                    and sock.type == socket.SOCK_STREAM and not listening):
+            if (
+                sock.family in (socket.AF_INET, socket.AF_INET6)
+                and sock.type == socket.SOCK_STREAM
+                and not listening
+            ):
                 sock.shutdown(socket.SHUT_RDWR)
                 count += 1
         except OSError:
@@ -98,8 +115,17 @@ def hang(seconds: float | None) -> None:
 
 
 class FaultInjector:
-    def __init__(self, specs: Iterable[InjectSpec], *, rank: int, local_rank: int, attempt: int,
-                 job_id: str, data_dir: str, model: nn.Module) -> None:
+    def __init__(
+        self,
+        specs: Iterable[InjectSpec],
+        *,
+        rank: int,
+        local_rank: int,
+        attempt: int,
+        job_id: str,
+        data_dir: str,
+        model: nn.Module,
+    ) -> None:
         self.specs = [s for s in specs if s.applies(rank, attempt)]
         self.rank, self.local_rank, self.attempt = rank, local_rank, attempt
         self.job_id, self.data_dir = job_id, data_dir
@@ -109,8 +135,7 @@ class FaultInjector:
         model.ln_f.register_forward_hook(self._nan_hook)
 
     def _due(self, step: int, kinds: Iterable[str]) -> list[InjectSpec]:
-        due = [s for s in self.specs
-               if s.kind in kinds and s not in self._fired and step >= s.step]
+        due = [s for s in self.specs if s.kind in kinds and s not in self._fired and step >= s.step]
         self._fired.update(due)
         return due
 
@@ -124,8 +149,24 @@ class FaultInjector:
         return batch
 
     def before_compute(self, step: int) -> None:
-        for spec in self._due(step, ("kill", "sigterm", "hang", "oom", "network", "nan", "slow",
-                                     "sdc", "xid", "ecc", "thermal", "pcie", "nvlink")):
+        for spec in self._due(
+            step,
+            (
+                "kill",
+                "sigterm",
+                "hang",
+                "oom",
+                "network",
+                "nan",
+                "slow",
+                "sdc",
+                "xid",
+                "ecc",
+                "thermal",
+                "pcie",
+                "nvlink",
+            ),
+        ):
             self._fire(spec)
 
     def _fire(self, spec: InjectSpec) -> None:
@@ -145,8 +186,7 @@ class FaultInjector:
         elif spec.kind == "ecc" or xid in XID_ECC:
             raise RuntimeError("CUDA error: uncorrectable ECC error encountered" + _CUDA_ERROR_TAIL)
         elif xid in XID_ILLEGAL_ADDRESS:
-            raise RuntimeError("CUDA error: an illegal memory access was encountered"
-                               + _CUDA_ERROR_TAIL)
+            raise RuntimeError("CUDA error: an illegal memory access was encountered" + _CUDA_ERROR_TAIL)
         elif spec.kind in ("network", "nvlink") or xid in XID_LINK:
             shutdown_tcp_sockets()
         elif spec.kind == "nan":
@@ -158,18 +198,30 @@ class FaultInjector:
 
     def _record_gpu_fault(self, spec: InjectSpec, gpu: int) -> None:
         params = {"factor": spec.factor} if spec.factor is not None else {}
-        append_fault(self.data_dir, GpuFault(
-            time=time.time(), node=node_name(), gpu=gpu, kind=spec.kind,
-            xid=spec.xid if spec.kind == "xid" else _DEFAULT_XID.get(spec.kind),
-            rank=self.rank, job_id=self.job_id, attempt=self.attempt, params=params))
+        append_fault(
+            self.data_dir,
+            GpuFault(
+                time=time.time(),
+                node=node_name(),
+                gpu=gpu,
+                kind=spec.kind,
+                xid=spec.xid if spec.kind == "xid" else _DEFAULT_XID.get(spec.kind),
+                rank=self.rank,
+                job_id=self.job_id,
+                attempt=self.attempt,
+                params=params,
+            ),
+        )
 
     def _nan_hook(self, module: nn.Module, inputs: Any, output: torch.Tensor) -> torch.Tensor | None:
         return output * float("nan") if self._nan else None
 
     def after_compute(self, compute_seconds: float) -> None:
         """Stretch this step's compute as a slow or throttled GPU would."""
-        extra = sum(s.seconds if s.seconds is not None else ((s.factor or 1.0) - 1) * compute_seconds
-                    for s in self._slowdowns)
+        extra = sum(
+            s.seconds if s.seconds is not None else ((s.factor or 1.0) - 1) * compute_seconds
+            for s in self._slowdowns
+        )
         if extra > 0:
             time.sleep(extra)
 
@@ -179,5 +231,8 @@ class FaultInjector:
     def after_checkpoint(self, step: int, path: Path) -> None:
         for spec in self._due(step, ("ckpt_corrupt",)):
             shard = truncate_shard(path, self.rank)
-            print(f"[triage inject] rank {self.rank}: {spec.text}: truncated {shard}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[triage inject] rank {self.rank}: {spec.text}: truncated {shard}",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -13,43 +13,42 @@ from triage.config import ConfigError
 #: kind -> what it does; the one source for `--help`, the README table and validation.
 INJECT_KINDS: dict[str, str] = {
     "exception": "a bug in user code on that rank: a KeyError from the batch transform; the rank "
-                 "exits non-zero with the traceback on stderr",
+    "exits non-zero with the traceback on stderr",
     "oom": "torch.OutOfMemoryError with the CUDA caching allocator's message "
-           "('CUDA out of memory. Tried to allocate ...')",
+    "('CUDA out of memory. Tried to allocate ...')",
     "nan": "that rank's activations become NaN from that step; the NaN reaches every rank through "
-           "the gradient and loss reductions and the NaN guard stops all ranks with "
-           "'FloatingPointError: Loss is nan at step N'",
+    "the gradient and loss reductions and the NaN guard stops all ranks with "
+    "'FloatingPointError: Loss is nan at step N'",
     "hang": "that rank stops entering collectives (sleeps, process alive; `seconds=S` ends the hang "
-            "after S s); the others block until --collective-timeout and fail with gloo/NCCL's "
-            "timeout error",
+    "after S s); the others block until --collective-timeout and fail with gloo/NCCL's "
+    "timeout error",
     "slow": "that rank's compute takes `factor` (default 3) times longer from that step "
-            "(`seconds=S`: S extra seconds per step instead); no crash",
+    "(`seconds=S`: S extra seconds per step instead); no crash",
     "kill": "SIGKILL of that rank's process",
     "sigterm": "preemption: every rank sends itself SIGTERM at that step (`rank` is ignored); the "
-               "ranks agree at the end of the step, save a checkpoint and exit 143",
+    "ranks agree at the end of the step, save a checkpoint and exit 143",
     "data_error": "that rank's DataLoader worker crashes (SIGSEGV, like a decoder on a corrupt "
-                  "sample) while fetching that step: 'DataLoader worker (pid N) is killed by signal: "
-                  "Segmentation fault.' as soon as the rank notices "
-                  "(workers prefetch, so possibly during an earlier step; needs --num-workers >= 1)",
+    "sample) while fetching that step: 'DataLoader worker (pid N) is killed by signal: "
+    "Segmentation fault.' as soon as the rank notices "
+    "(workers prefetch, so possibly during an earlier step; needs --num-workers >= 1)",
     "disk_full": "the first checkpoint save at or after that step fails inside the DCP storage "
-                 "writer of that rank with OSError ENOSPC 'No space left on device'",
+    "writer of that rank with OSError ENOSPC 'No space left on device'",
     "ckpt_corrupt": "the first checkpoint completed at or after that step gets one of that rank's "
-                    "shard files truncated; the run goes on and the next resume fails with "
-                    "checkpoint_error and quarantines it",
+    "shard files truncated; the run goes on and the next resume fails with "
+    "checkpoint_error and quarantines it",
     "network": "that rank's TCP sockets are shut down before its next collective: gloo connection "
-               "errors on it and its peers",
+    "errors on it and its peers",
     "sdc": "silent data corruption: that rank's matmul-family results (mm, matmul, addmm, bmm, "
-           "linear) are perturbed by a small relative amount (`factor`, default 1e-3), no error",
+    "linear) are perturbed by a small relative amount (`factor`, default 1e-3), no error",
     "xid": "GPU Xid `xid=N` (recorded in the GPU fault schedule for the simulated GPU), acted out: "
-           "79/119/120 hang like `hang`; 48/64/94/95 raise 'CUDA error: uncorrectable ECC error "
-           "encountered'; 13/31/43 raise 'CUDA error: an illegal memory access was encountered'; "
-           "63 has no effect on the process; 74 breaks collectives like `network`",
+    "79/119/120 hang like `hang`; 48/64/94/95 raise 'CUDA error: uncorrectable ECC error "
+    "encountered'; 13/31/43 raise 'CUDA error: an illegal memory access was encountered'; "
+    "63 has no effect on the process; 74 breaks collectives like `network`",
     "ecc": "uncorrectable ECC error (recorded as Xid 48): RuntimeError 'CUDA error: uncorrectable "
-           "ECC error encountered'",
-    "thermal": "thermal slowdown (recorded for the simulated GPU): slower by `factor` (default 2), "
-               "no crash",
+    "ECC error encountered'",
+    "thermal": "thermal slowdown (recorded for the simulated GPU): slower by `factor` (default 2), no crash",
     "pcie": "PCIe link degradation (recorded for the simulated GPU): mild slowdown, `factor` "
-            "default 1.2, no crash",
+    "default 1.2, no crash",
     "nvlink": "NVLink failure (recorded as Xid 74): collectives fail like `network`",
 }
 
@@ -62,8 +61,12 @@ SUPPORTED_XIDS = XID_HANG | XID_ECC | XID_ILLEGAL_ADDRESS | XID_HARMLESS | XID_L
 
 _COMMON_KEYS = {"rank", "step", "attempt", "gpu"}
 _EXTRA_KEYS: dict[str, set[str]] = {
-    "hang": {"seconds"}, "slow": {"factor", "seconds"}, "sdc": {"factor"}, "xid": {"xid"},
-    "thermal": {"factor"}, "pcie": {"factor"},
+    "hang": {"seconds"},
+    "slow": {"factor", "seconds"},
+    "sdc": {"factor"},
+    "xid": {"xid"},
+    "thermal": {"factor"},
+    "pcie": {"factor"},
 }
 _DEFAULT_FACTOR = {"slow": 3.0, "sdc": 1e-3, "thermal": 2.0, "pcie": 1.2}
 
@@ -89,15 +92,18 @@ def parse_inject_spec(text: str) -> InjectSpec:
     """`KIND@step=N,rank=R,...` -> InjectSpec; raises ConfigError saying what to write instead."""
     kind, _, rest = text.strip().partition("@")
     if kind not in INJECT_KINDS:
-        raise ConfigError(f"--inject {text!r}: unknown kind {kind!r}; "
-                          f"choose one of {', '.join(INJECT_KINDS)}")
+        raise ConfigError(
+            f"--inject {text!r}: unknown kind {kind!r}; choose one of {', '.join(INJECT_KINDS)}"
+        )
     allowed = _COMMON_KEYS | _EXTRA_KEYS.get(kind, set())
     values: dict[str, float | int] = {}
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, eq, raw = item.partition("=")
         if not eq or key not in allowed:
-            raise ConfigError(f"--inject {text!r}: bad item {item!r}; {kind} takes "
-                              f"{', '.join(sorted(allowed))} as key=value")
+            raise ConfigError(
+                f"--inject {text!r}: bad item {item!r}; {kind} takes "
+                f"{', '.join(sorted(allowed))} as key=value"
+            )
         try:
             values[key] = float(raw) if key in ("factor", "seconds") else int(raw)
         except ValueError:
@@ -107,8 +113,9 @@ def parse_inject_spec(text: str) -> InjectSpec:
     if any(values.get(k, 0) < 0 for k in values):
         raise ConfigError(f"--inject {text!r}: values must not be negative")
     if kind == "xid" and values.get("xid") not in SUPPORTED_XIDS:
-        raise ConfigError(f"--inject {text!r}: give xid=N with N one of "
-                          f"{', '.join(map(str, sorted(SUPPORTED_XIDS)))}")
+        raise ConfigError(
+            f"--inject {text!r}: give xid=N with N one of {', '.join(map(str, sorted(SUPPORTED_XIDS)))}"
+        )
     if kind in _DEFAULT_FACTOR:
         values.setdefault("factor", _DEFAULT_FACTOR[kind])
         if kind != "sdc" and values["factor"] < 1:
@@ -118,9 +125,11 @@ def parse_inject_spec(text: str) -> InjectSpec:
 
 def inject_help() -> str:
     """The kinds table for `triage train --help`."""
-    lines = ["--inject KIND@key=value,... (repeatable). Keys: step (required), rank (default 0), "
-             "attempt (default 0: the fault fires only when TRIAGE_ATTEMPT equals it, so a "
-             "restarted attempt runs clean), gpu (default the rank's LOCAL_RANK), and per kind "
-             "factor, seconds, xid. Kinds:"]
+    lines = [
+        "--inject KIND@key=value,... (repeatable). Keys: step (required), rank (default 0), "
+        "attempt (default 0: the fault fires only when TRIAGE_ATTEMPT equals it, so a "
+        "restarted attempt runs clean), gpu (default the rank's LOCAL_RANK), and per kind "
+        "factor, seconds, xid. Kinds:"
+    ]
     lines += [f"  {kind:<13} {what}" for kind, what in INJECT_KINDS.items()]
     return "\n".join(lines)

@@ -18,11 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triage.config import (ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID, ENV_NODE,
-                           ConfigError)
+from triage.config import ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID, ENV_NODE, ConfigError
 from triage.reference_trainer.loop import EXIT_PREEMPTED
-from triage.reference_trainer.summary import (build_summary, progress_path, read_progress,
-                                              write_summary)
+from triage.reference_trainer.summary import build_summary, progress_path, read_progress, write_summary
 from triage.reference_trainer.train_config import TrainConfig, attempt_from_env
 
 _POLL_S = 0.2
@@ -43,15 +41,15 @@ def prepare_run_dir(run_dir: str) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ConfigError(f"--run-dir {run_dir}: cannot write there ({exc.strerror}); "
-                          "pass a writable directory") from None
+        raise ConfigError(
+            f"--run-dir {run_dir}: cannot write there ({exc.strerror}); pass a writable directory"
+        ) from None
     return path
 
 
 def excluded_nodes_from_env() -> frozenset[str]:
     """The simulated nodes the supervisor left out (TRIAGE_EXCLUDE_NODES=node1,...)."""
-    return frozenset(filter(None, (n.strip() for n in
-                                   os.environ.get(ENV_EXCLUDE_NODES, "").split(","))))
+    return frozenset(filter(None, (n.strip() for n in os.environ.get(ENV_EXCLUDE_NODES, "").split(","))))
 
 
 def local_nodes(cfg: TrainConfig) -> list[int]:
@@ -60,25 +58,50 @@ def local_nodes(cfg: TrainConfig) -> list[int]:
     excluded = excluded_nodes_from_env()
     kept = [k for k in range(cfg.nnodes) if f"node{k}" not in excluded]
     if not kept:
-        raise ConfigError(f"env {ENV_EXCLUDE_NODES}={os.environ.get(ENV_EXCLUDE_NODES)} leaves "
-                          f"none of the {cfg.nnodes} nodes; unset it or start more nodes")
+        raise ConfigError(
+            f"env {ENV_EXCLUDE_NODES}={os.environ.get(ENV_EXCLUDE_NODES)} leaves "
+            f"none of the {cfg.nnodes} nodes; unset it or start more nodes"
+        )
     return kept
 
 
-def torchrun_command(cfg: TrainConfig, node_rank: int, endpoint: str | None, *,
-                     local: bool, nnodes: int | None = None) -> list[str]:
+def torchrun_command(
+    cfg: TrainConfig, node_rank: int, endpoint: str | None, *, local: bool, nnodes: int | None = None
+) -> list[str]:
     """`nnodes`: the nodes that actually start (fewer than `--nnodes` once some are excluded)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run",
-           "--nnodes", str(nnodes or cfg.nnodes), "--nproc-per-node", str(cfg.nproc_per_node),
-           "--max-restarts", "0", "--shutdown-timeout", str(cfg.shutdown_timeout)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nnodes or cfg.nnodes),
+        "--nproc-per-node",
+        str(cfg.nproc_per_node),
+        "--max-restarts",
+        "0",
+        "--shutdown-timeout",
+        str(cfg.shutdown_timeout),
+    ]
     if endpoint is None:
         cmd += ["--standalone"]
     else:
-        cmd += ["--node-rank", str(node_rank), "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", endpoint, "--rdzv-id", str(cfg.job_id)]
+        cmd += [
+            "--node-rank",
+            str(node_rank),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            str(cfg.job_id),
+        ]
         if local:  # every simulated node is "this host": say which one serves the rendezvous
-            cmd += ["--local-addr", "127.0.0.1",
-                    "--rdzv-conf", f"is_host={'true' if node_rank == 0 else 'false'}"]
+            cmd += [
+                "--local-addr",
+                "127.0.0.1",
+                "--rdzv-conf",
+                f"is_host={'true' if node_rank == 0 else 'false'}",
+            ]
     return cmd + ["-m", "triage.reference_trainer.worker", "--config", cfg.to_json()]
 
 
@@ -108,11 +131,14 @@ class _Nodes:
         if endpoint is None and len(started) > 1:
             endpoint = f"127.0.0.1:{free_port()}"
         self.world_size = len(started) * cfg.nproc_per_node
-        self.procs = [subprocess.Popen(torchrun_command(cfg, rank, endpoint, local=local,
-                                                        nnodes=len(started)),
-                                       env=node_env(cfg, index, local=local),
-                                       start_new_session=True)
-                      for rank, index in nodes]
+        self.procs = [
+            subprocess.Popen(
+                torchrun_command(cfg, rank, endpoint, local=local, nnodes=len(started)),
+                env=node_env(cfg, index, local=local),
+                start_new_session=True,
+            )
+            for rank, index in nodes
+        ]
         # After one node fails, the others fail on their own once their collectives time out;
         # past that (plus torchrun's shutdown) a node still running is stuck, e.g. in rendezvous.
         # A torchrun stuck inside a C++ call never runs its SIGTERM handler: it gets SIGKILL
@@ -132,15 +158,16 @@ class _Nodes:
             now = time.monotonic()
             if first_failure is None and any(p.returncode not in (None, 0) for p in self.procs):
                 first_failure = now
-            if (terminated is None and first_failure is not None
-                    and now - first_failure > self.straggle_s):
-                print("triage train: a node still runs long after another failed; stopping it",
-                      file=sys.stderr, flush=True)
+            if terminated is None and first_failure is not None and now - first_failure > self.straggle_s:
+                print(
+                    "triage train: a node still runs long after another failed; stopping it",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 self.forward(signal.SIGTERM)
                 terminated = now
             if terminated is not None and now - terminated > self.kill_after_s:
-                print("triage train: a node ignored SIGTERM; killing it", file=sys.stderr,
-                      flush=True)
+                print("triage train: a node ignored SIGTERM; killing it", file=sys.stderr, flush=True)
                 for p in self.procs:
                     if p.poll() is None:
                         os.killpg(p.pid, signal.SIGKILL)
@@ -167,8 +194,7 @@ def launch(cfg: TrainConfig) -> int:
             signal.signal(s, handler)
     events = read_progress(progress)
     completed = all(c == 0 for c in codes) and any(e["event"] == "end" for e in events)
-    summary = build_summary(events, job_id=str(cfg.job_id), world_size=nodes.world_size,
-                            completed=completed)
+    summary = build_summary(events, job_id=str(cfg.job_id), world_size=nodes.world_size, completed=completed)
     if cfg.summary:
         write_summary(cfg.summary, summary)
     if completed:

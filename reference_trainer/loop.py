@@ -17,14 +17,13 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import _set_pg_timeout  # private; torchtitan relies on it too
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.distributed_c10d import _set_pg_timeout  # private; torchtitan relies on it too
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from triage.reference_trainer.checkpoint import Checkpointer, step_dir
-from triage.reference_trainer.data import (TokenBatches, make_loader, skip_steps_from_env,
-                                            training_steps)
+from triage.reference_trainer.data import TokenBatches, make_loader, skip_steps_from_env, training_steps
 from triage.reference_trainer.faults import FaultInjector
 from triage.reference_trainer.model import GPT, MODEL_SIZES
 from triage.reference_trainer.summary import ProgressLog, progress_path
@@ -74,22 +73,33 @@ class Trainer:
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         on_gpu = device.type == "cuda"
         torch.manual_seed(cfg.seed)
-        self.model = GPT(MODEL_SIZES[cfg.model],
-                         activation_checkpointing=on_gpu if cfg.activation_checkpointing is None
-                         else cfg.activation_checkpointing).to(device)
+        self.model = GPT(
+            MODEL_SIZES[cfg.model],
+            activation_checkpointing=on_gpu
+            if cfg.activation_checkpointing is None
+            else cfg.activation_checkpointing,
+        ).to(device)
         mixed = on_gpu if cfg.mixed_precision is None else cfg.mixed_precision
-        policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-                  if mixed else MixedPrecisionPolicy())
+        policy = (
+            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if mixed
+            else MixedPrecisionPolicy()
+        )
         mesh = init_device_mesh(device.type, (self.world_size,))
         for block in self.model.blocks:
             fully_shard(block, mesh=mesh, mp_policy=policy)
         fully_shard(self.model, mesh=mesh, mp_policy=policy)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=0.01)
         self.checkpointer = Checkpointer(cfg.run_dir, keep=cfg.keep, async_save=cfg.async_checkpoint)
-        self.injector = FaultInjector(cfg.inject_specs(), rank=self.rank,
-                                      local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-                                      attempt=attempt, job_id=cfg.job_id, data_dir=cfg.data_dir,
-                                      model=self.model)
+        self.injector = FaultInjector(
+            cfg.inject_specs(),
+            rank=self.rank,
+            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            attempt=attempt,
+            job_id=cfg.job_id,
+            data_dir=cfg.data_dir,
+            model=self.model,
+        )
         self.sigterm = SigtermFlag()
         self.monitor = self._start_monitor() if cfg.telemetry else None
         self.progress = ProgressLog(progress_path(cfg.run_dir, attempt)) if self.rank == 0 else None
@@ -102,9 +112,14 @@ class Trainer:
         if self.device.type == "cuda":
             name = torch.cuda.get_device_name(self.device)
             peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
-        cfg = MonitorConfig(data_dir=self.cfg.data_dir, job_id=str(self.cfg.job_id),
-                            attempt=self.attempt, rank=self.rank, world_size=self.world_size,
-                            peak_flops=peak)
+        cfg = MonitorConfig(
+            data_dir=self.cfg.data_dir,
+            job_id=str(self.cfg.job_id),
+            attempt=self.attempt,
+            rank=self.rank,
+            world_size=self.world_size,
+            peak_flops=peak,
+        )
         return TrainingMonitor(cfg, model=self.model, device=self.device).start()
 
     # -- checkpoint phases ------------------------------------------------------------------
@@ -122,23 +137,26 @@ class Trainer:
         started = time.time()
         state = self._state()
         self.checkpointer.load(path, state)
-        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
-                       optim_state_dict=state["optim"])
+        set_state_dict(
+            self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+        )
         self.step, self.position, seed = (int(v) for v in state["trainer"])
         if seed != self.cfg.seed:
-            print(f"warning: checkpoint {path} was trained with --seed {seed}, continuing with "
-                  f"{self.cfg.seed}", file=sys.stderr)
+            print(
+                f"warning: checkpoint {path} was trained with --seed {seed}, continuing with {self.cfg.seed}",
+                file=sys.stderr,
+            )
         if self.monitor is not None:
             self.monitor.checkpoint_loaded(step, started, str(path))
         return step
 
     def save_checkpoint(self) -> None:
         started = time.time()
-        self.checkpointer.save(self.step, self._state(),
-                               disk_full=self.injector.disk_full_at(self.step))
+        self.checkpointer.save(self.step, self._state(), disk_full=self.injector.disk_full_at(self.step))
         if self.monitor is not None:  # the blocking part of the save is what training lost
-            self.monitor.checkpoint_saved(self.step, started, None,
-                                         str(step_dir(self.cfg.run_dir, self.step)))
+            self.monitor.checkpoint_saved(
+                self.step, started, None, str(step_dir(self.cfg.run_dir, self.step))
+            )
         self._after_sealed()
 
     def _after_sealed(self) -> None:
@@ -160,8 +178,7 @@ class Trainer:
 
     def reduce_loss(self, loss: torch.Tensor) -> tuple[float, bool]:
         """Global mean loss and whether any rank got SIGTERM, in one all-reduce."""
-        packed = torch.stack([loss.float(), torch.tensor(float(self.sigterm.raised),
-                                                         device=loss.device)])
+        packed = torch.stack([loss.float(), torch.tensor(float(self.sigterm.raised), device=loss.device)])
         dist.all_reduce(packed)
         mean, flags = packed.tolist()
         mean /= self.world_size
@@ -185,16 +202,22 @@ class Trainer:
         cfg = self.cfg
         try:
             resumed = self.load_checkpoint()
-            self._record("start", world_size=self.world_size, resumed_from_step=resumed,
-                         attempt=self.attempt)
+            self._record("start", world_size=self.world_size, resumed_from_step=resumed, attempt=self.attempt)
             dataset = TokenBatches(
-                seed=cfg.seed, rank=self.rank, world_size=self.world_size,
-                batch_size=cfg.batch_size, seq_len=cfg.seq_len, start_step=self.step,
-                start_position=self.position, data_path=cfg.data,
-                kill_worker_at=self.injector.data_worker_kill_steps())
+                seed=cfg.seed,
+                rank=self.rank,
+                world_size=self.world_size,
+                batch_size=cfg.batch_size,
+                seq_len=cfg.seq_len,
+                start_step=self.step,
+                start_position=self.position,
+                data_path=cfg.data,
+                kill_worker_at=self.injector.data_worker_kill_steps(),
+            )
             skip = skip_steps_from_env()  # after a rollback: batches that poisoned the run
-            batches = iter(make_loader(dataset, training_steps(self.step + 1, cfg.steps, skip),
-                                       cfg.num_workers))
+            batches = iter(
+                make_loader(dataset, training_steps(self.step + 1, cfg.steps, skip), cfg.num_workers)
+            )
             tokens_per_step = cfg.batch_size * cfg.seq_len * self.world_size
             mon = self.monitor
             if mon is not None:
@@ -210,8 +233,11 @@ class Trainer:
                 first_step = first_step or self.step
                 torch.manual_seed(cfg.seed * 1_000_003 + self.step)  # RNG is a function of position
                 start = time.perf_counter()
-                with (mon.step(self.step, tokens=cfg.batch_size * cfg.seq_len,
-                               samples=cfg.batch_size) if mon else no_step) as observed:
+                with (
+                    mon.step(self.step, tokens=cfg.batch_size * cfg.seq_len, samples=cfg.batch_size)
+                    if mon
+                    else no_step
+                ) as observed:
                     with observed.data():
                         inputs, labels = self.fetch_batch(batches)
                     with observed.compute():
@@ -224,8 +250,13 @@ class Trainer:
                 if self.step == first_step:  # every rank is through start-up
                     _set_pg_timeout(timedelta(seconds=cfg.collective_timeout))
                 self.position = dataset.position_after(self.step)
-                self._record("step", step=self.step, loss=mean_loss, tokens=tokens_per_step,
-                             step_time_s=time.perf_counter() - start)
+                self._record(
+                    "step",
+                    step=self.step,
+                    loss=mean_loss,
+                    tokens=tokens_per_step,
+                    step_time_s=time.perf_counter() - start,
+                )
                 if preempt:
                     self.save_checkpoint()
                     self.checkpointer.wait()

@@ -48,8 +48,9 @@ def read_progress(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def build_summary(events: list[dict[str, Any]], *, job_id: str, world_size: int,
-                  completed: bool) -> dict[str, Any]:
+def build_summary(
+    events: list[dict[str, Any]], *, job_id: str, world_size: int, completed: bool
+) -> dict[str, Any]:
     """The `--summary` JSON. `steps_completed` is the global step reached (it counts the steps
     before a resume); `losses` are this run's steps only, each the all-reduced mean loss."""
     start = next((e for e in events if e["event"] == "start"), {})

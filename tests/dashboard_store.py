@@ -18,16 +18,19 @@ from triage.store import StoreWriter
 JOB = "job-xid"
 OK_JOB = "job-ok"
 XID_TIME = T0 + 22.0
-WATCHDOG = ("RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
-            "WorkNCCL(SeqNum=40, OpType=ALLGATHER, Timeout(ms)=30000) ran for 30001 milliseconds")
+WATCHDOG = (
+    "RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=40, OpType=ALLGATHER, Timeout(ms)=30000) ran for 30001 milliseconds"
+)
 
 
 def _collectives(b: JobBuilder, attempt: int, steps: range, t0: float, first_seq: int) -> int:
     seq = first_seq
     for i, step in enumerate(steps):
         for r in b.ranks_of(attempt):
-            b.collective(attempt, r, "default", seq, t0 + i + 0.3 + 0.01 * r, t0 + i + 0.35,
-                         op="all_reduce", step=step)
+            b.collective(
+                attempt, r, "default", seq, t0 + i + 0.3 + 0.01 * r, t0 + i + 0.35, op="all_reduce", step=step
+            )
             b.rows["collectives"][-1]["busbw_bytes_per_s"] = 40e9 + 1e9 * r
         seq += 1
     return seq
@@ -41,11 +44,19 @@ def _gpu_samples(b: JobBuilder, node: str, t0: float, t1: float, lost: tuple[int
                 b.gpu_sample(node, gpu, t)
                 b.rows["gpu_samples"][-1]["gpu_up"] = False
                 continue
-            b.gpu_sample(node, gpu, t, temperature_celsius=60.0 + gpu + (t - t0) * 0.2,
-                         power_watts=300.0 + 10 * gpu, sm_clock_hz=1.98e9, memory_clock_hz=2.6e9,
-                         clock_event_reasons=0x4 if gpu == 0 else 0x0,
-                         ecc_uncorrected_volatile=0, remapped_rows_uncorrectable=0,
-                         remapped_rows_failure=False)
+            b.gpu_sample(
+                node,
+                gpu,
+                t,
+                temperature_celsius=60.0 + gpu + (t - t0) * 0.2,
+                power_watts=300.0 + 10 * gpu,
+                sm_clock_hz=1.98e9,
+                memory_clock_hz=2.6e9,
+                clock_event_reasons=0x4 if gpu == 0 else 0x0,
+                ecc_uncorrected_volatile=0,
+                remapped_rows_uncorrectable=0,
+                remapped_rows_failure=False,
+            )
         t += 2.0
 
 
@@ -55,8 +66,7 @@ def fault_job() -> JobBuilder:
     seq = _collectives(b, 0, range(10), T0 + 10, 1)
     for r in range(4):
         b.event(0, r, T0 + 15.2, "checkpoint_save_begin", "save", step=5)
-        b.event(0, r, T0 + 15.6, "checkpoint_save_end", "saved", step=5, bytes=1 << 26,
-                path="/ckpt/step5")
+        b.event(0, r, T0 + 15.6, "checkpoint_save_end", "saved", step=5, bytes=1 << 26, path="/ckpt/step5")
     b.gpu_event("node1", 1, XID_TIME, 79, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
     for r in range(3):
         b.collective(0, r, "default", seq, end + 0.5, None, op="all_gather")
@@ -90,14 +100,46 @@ def write_fault_store(data_dir: Path) -> Path:
     ok_job().write_store(data_dir)
     verdict = {"category": "gpu_fallen_off_bus", "summary": "GPU 1 of node1 fell off the bus"}
     with StoreWriter(data_dir, "node0") as w:
-        w.append_rows("incidents", [dict(
-            job_id=JOB, attempt=0, time=T0 + 55, category="gpu_fallen_off_bus", layer="gpu",
-            action="restart_excluding_node", confidence=0.95, summary=verdict["summary"],
-            culprit_rank=3, culprit_node="node1", culprit_gpu=1, culprit_uuid="GPU-node1-1",
-            first_seen=XID_TIME, verdict=json.dumps(verdict))])
-        w.append_rows("attempt_outcomes", [
-            dict(job_id=JOB, attempt=0, time=T0 + 55, status="failed", exit_code=1,
-                 reason="GPU fell off the bus on node1"),
-            dict(job_id=JOB, attempt=1, time=T0 + 200, status="completed", exit_code=0,
-                 reason="all ranks exited")])
+        w.append_rows(
+            "incidents",
+            [
+                dict(
+                    job_id=JOB,
+                    attempt=0,
+                    time=T0 + 55,
+                    category="gpu_fallen_off_bus",
+                    layer="gpu",
+                    action="restart_excluding_node",
+                    confidence=0.95,
+                    summary=verdict["summary"],
+                    culprit_rank=3,
+                    culprit_node="node1",
+                    culprit_gpu=1,
+                    culprit_uuid="GPU-node1-1",
+                    first_seen=XID_TIME,
+                    verdict=json.dumps(verdict),
+                )
+            ],
+        )
+        w.append_rows(
+            "attempt_outcomes",
+            [
+                dict(
+                    job_id=JOB,
+                    attempt=0,
+                    time=T0 + 55,
+                    status="failed",
+                    exit_code=1,
+                    reason="GPU fell off the bus on node1",
+                ),
+                dict(
+                    job_id=JOB,
+                    attempt=1,
+                    time=T0 + 200,
+                    status="completed",
+                    exit_code=0,
+                    reason="all ranks exited",
+                ),
+            ],
+        )
     return data_dir

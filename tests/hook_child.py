@@ -16,8 +16,12 @@ def main() -> None:
     data_dir, mode, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     model = torch.nn.Linear(4, 4)
-    mon = TrainingMonitor(MonitorConfig(data_dir=data_dir, job_id="child", flush_interval_s=0.2,
-                                        heartbeat_interval_s=0.2, canary_every=0), model=model)
+    mon = TrainingMonitor(
+        MonitorConfig(
+            data_dir=data_dir, job_id="child", flush_interval_s=0.2, heartbeat_interval_s=0.2, canary_every=0
+        ),
+        model=model,
+    )
     mon.start()
     step = 0
     while mode == "forever" or step < steps:

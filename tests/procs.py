@@ -25,10 +25,10 @@ def processes_with_job(job_id: str) -> list[JobProcess]:
             continue
         if f"TRIAGE_JOB_ID={job_id}".encode() not in env or stat[0] == b"Z":
             continue
-        rank = next((int(e[5:]) for e in env if e.startswith(b"RANK=") and e[5:].isdigit()),
-                    None)
-        found.append(JobProcess(int(name), int(stat[1]), rank,
-                                cmd.replace(b"\0", b" ").decode(errors="replace")))
+        rank = next((int(e[5:]) for e in env if e.startswith(b"RANK=") and e[5:].isdigit()), None)
+        found.append(
+            JobProcess(int(name), int(stat[1]), rank, cmd.replace(b"\0", b" ").decode(errors="replace"))
+        )
     return found
 
 

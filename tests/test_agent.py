@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -28,15 +28,20 @@ from triage.store import StoreWriter, open_snapshot
 from triage.store.layout import SUPERVISOR_PARTITION
 
 sys.path.insert(0, str(Path(__file__).parent))
-from store_spools import write_rank  # noqa: E402
+from store_spools import write_rank
 
 T0 = time.time() - 3600  # simulated time: an hour ago, so every fault is "due" when written
 
 
 def make_agent(tmp_path: Path, **kw) -> NodeAgent:
-    config = AgentConfig(data_dir=str(tmp_path), node="n0", gpu=kw.pop("gpu", "sim"),
-                         gpus=GpuConfig(gpu="none", sim_gpus=2),
-                         kernel=kw.pop("kernel", KernelLogConfig("auto")), **kw)
+    config = AgentConfig(
+        data_dir=str(tmp_path),
+        node="n0",
+        gpu=kw.pop("gpu", "sim"),
+        gpus=GpuConfig(gpu="none", sim_gpus=2),
+        kernel=kw.pop("kernel", KernelLogConfig("auto")),
+        **kw,
+    )
     return NodeAgent(config)
 
 
@@ -55,8 +60,7 @@ def metrics(agent: NodeAgent) -> dict[str, list[tuple[dict, float]]]:
 
 
 def value(m, name: str, **match) -> float | None:
-    found = [v for labels, v in m.get(name, [])
-             if all(labels.get(k) == str(x) for k, x in match.items())]
+    found = [v for labels, v in m.get(name, []) if all(labels.get(k) == str(x) for k, x in match.items())]
     assert len(found) <= 1, (name, match, found)
     return found[0] if found else None
 
@@ -64,14 +68,25 @@ def value(m, name: str, **match) -> float | None:
 #: kind -> (fault params, time after the fault to look, (metric, labels, check), Xid raised)
 FAULTS = {
     "xid": ({}, 2, ("triage_gpu_up", {}, lambda v: v == 0.0), 79),
-    "ecc": ({"errors": 3}, 2, ("triage_gpu_ecc_errors_total", {"type": "uncorrected"},
-                               lambda v: v == 3.0), 94),
-    "thermal": ({"ramp_s": 5}, 20, ("triage_gpu_clock_event_active", {"reason": "hw_thermal"},
-                                    lambda v: v == 1.0), None),
-    "pcie": ({"replays_per_s": 10}, 20, ("triage_gpu_pcie_replay_total", {},
-                                         lambda v: v >= 100), None),
-    "nvlink": ({"crc_per_s": 50}, 20, ("triage_gpu_nvlink_errors_total", {"kind": "crc"},
-                                       lambda v: v >= 500), 74),
+    "ecc": (
+        {"errors": 3},
+        2,
+        ("triage_gpu_ecc_errors_total", {"type": "uncorrected"}, lambda v: v == 3.0),
+        94,
+    ),
+    "thermal": (
+        {"ramp_s": 5},
+        20,
+        ("triage_gpu_clock_event_active", {"reason": "hw_thermal"}, lambda v: v == 1.0),
+        None,
+    ),
+    "pcie": ({"replays_per_s": 10}, 20, ("triage_gpu_pcie_replay_total", {}, lambda v: v >= 100), None),
+    "nvlink": (
+        {"crc_per_s": 50},
+        20,
+        ("triage_gpu_nvlink_errors_total", {"kind": "crc"}, lambda v: v >= 500),
+        74,
+    ),
 }
 
 
@@ -126,9 +141,15 @@ class Flaky:
 
 def test_raising_collector_is_counted_backed_off_and_isolated(tmp_path):
     flaky = Flaky(failures=3)
-    config = AgentConfig(data_dir=str(tmp_path), node="n0", gpu="sim", interval=1.0,
-                         backoff_max=4.0, gpus=GpuConfig(gpu="none", sim_gpus=1),
-                         kernel=KernelLogConfig("none"))
+    config = AgentConfig(
+        data_dir=str(tmp_path),
+        node="n0",
+        gpu="sim",
+        interval=1.0,
+        backoff_max=4.0,
+        gpus=GpuConfig(gpu="none", sim_gpus=1),
+        kernel=KernelLogConfig("none"),
+    )
     agent = NodeAgent(config, extra_collectors=[flaky])
     try:
         for t in range(12):
@@ -162,17 +183,41 @@ def test_ranks_spools_are_ingested_and_their_gpus_busy(tmp_path):
         assert snap.count("steps") == 4
 
 
-def record_supervisor_results(data_dir: Path, t: float, goodput: float,
-                              stragglers: dict[tuple[int, str], float], attempt: int = 0) -> None:
+def record_supervisor_results(
+    data_dir: Path, t: float, goodput: float, stragglers: dict[tuple[int, str], float], attempt: int = 0
+) -> None:
     """What `triage run` records while it watches job1: scores, and one incident."""
     with StoreWriter(data_dir, SUPERVISOR_PARTITION) as w:
-        w.append_rows("job_scores", [
-            {"job_id": "job1", "attempt": attempt, "time": t, "name": "goodput_ratio",
-             "value": goodput},
-            *({"job_id": "job1", "attempt": attempt, "time": t, "name": "straggler_score",
-               "rank": rank, "node": node, "value": v} for (rank, node), v in stragglers.items())])
-        w.append_rows("incidents", [{"job_id": "job1", "attempt": attempt, "time": t,
-                                     "category": "gpu_fallen_off_bus", "layer": "hardware"}])
+        w.append_rows(
+            "job_scores",
+            [
+                {"job_id": "job1", "attempt": attempt, "time": t, "name": "goodput_ratio", "value": goodput},
+                *(
+                    {
+                        "job_id": "job1",
+                        "attempt": attempt,
+                        "time": t,
+                        "name": "straggler_score",
+                        "rank": rank,
+                        "node": node,
+                        "value": v,
+                    }
+                    for (rank, node), v in stragglers.items()
+                ),
+            ],
+        )
+        w.append_rows(
+            "incidents",
+            [
+                {
+                    "job_id": "job1",
+                    "attempt": attempt,
+                    "time": t,
+                    "category": "gpu_fallen_off_bus",
+                    "layer": "hardware",
+                }
+            ],
+        )
 
 
 def test_supervisor_scores_and_incidents_are_exported_for_this_nodes_ranks(tmp_path):
@@ -208,6 +253,7 @@ def test_supervisor_scores_and_incidents_are_exported_for_this_nodes_ranks(tmp_p
 
 # -- the command, as a process ---------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -216,9 +262,29 @@ def free_port() -> int:
 
 def start_agent(data_dir: Path, port: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(data_dir), "--node", "n0",
-         "--gpu", "sim", "--sim-gpus", "2", "--port", str(port), "--kernel-log", "none", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "agent",
+            "--data-dir",
+            str(data_dir),
+            "--node",
+            "n0",
+            "--gpu",
+            "sim",
+            "--sim-gpus",
+            "2",
+            "--port",
+            str(port),
+            "--kernel-log",
+            "none",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_serving(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:

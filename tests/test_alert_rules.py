@@ -18,8 +18,15 @@ import pytest
 import yaml
 
 from triage.agent.metric_catalog import (
-    ALERTED_XIDS, BASE_UNITS, BY_NAME, CATALOG, PRECREATED, MetricType,
-    family_of_sample, markdown_table)
+    ALERTED_XIDS,
+    BASE_UNITS,
+    BY_NAME,
+    CATALOG,
+    PRECREATED,
+    MetricType,
+    family_of_sample,
+    markdown_table,
+)
 from triage.taxonomy import TAXONOMY, Action, Category
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,8 +84,12 @@ def catalog_violations(expr: str) -> list[str]:
 
 
 def _selected_values(expr: str, label: str) -> set[str]:
-    return {alt for lab, op, value in _MATCHER.findall(expr) if lab == label and op in ("=", "=~")
-            for alt in value.split("|")}
+    return {
+        alt
+        for lab, op, value in _MATCHER.findall(expr)
+        if lab == label and op in ("=", "=~")
+        for alt in value.split("|")
+    }
 
 
 def _anchor(heading: str) -> str:
@@ -87,6 +98,7 @@ def _anchor(heading: str) -> str:
 
 
 # --- the catalog --------------------------------------------------------------------------
+
 
 def test_catalog_names_follow_the_naming_rules():
     assert len(BY_NAME) == len(CATALOG), "duplicate family names"
@@ -99,7 +111,8 @@ def test_catalog_names_follow_the_naming_rules():
         assert fam.help.strip(), fam.name
         for label in fam.labels:
             assert label in IDENTITY_LABELS or fam.label_values(label), (
-                f"{fam.name}: label {label!r} is neither an identity label nor a bounded one")
+                f"{fam.name}: label {label!r} is neither an identity label nor a bounded one"
+            )
             assert label not in {"le", "quantile", "instance"}, f"{fam.name}: reserved {label}"
 
 
@@ -116,9 +129,11 @@ def test_precreated_counters_cover_every_alerted_value():
 
 # --- the rules against the catalog ---------------------------------------------------------
 
+
 def test_rules_use_only_catalog_metrics_labels_and_values():
-    problems = [f"{r.get('alert') or r.get('record')}: {p}"
-                for r in _rules() for p in catalog_violations(r["expr"])]
+    problems = [
+        f"{r.get('alert') or r.get('record')}: {p}" for r in _rules() for p in catalog_violations(r["expr"])
+    ]
     assert not problems, "\n".join(problems)
     referenced = {m for r in _rules() for m, _ in _SELECTOR.findall(r["expr"])}
     assert referenced, "no triage_ metric found in the rules: the parser is broken"
@@ -146,9 +161,9 @@ def test_templates_use_labels_the_rule_can_carry():
 
 # --- the rules against the operators' contract ---------------------------------------------
 
+
 def test_every_alert_has_severity_annotations_and_a_runbook_section():
-    anchors = {_anchor(line.lstrip("#")) for line in RUNBOOK.read_text().splitlines()
-               if line.startswith("#")}
+    anchors = {_anchor(line.lstrip("#")) for line in RUNBOOK.read_text().splitlines() if line.startswith("#")}
     for rule in _alerts():
         name = rule["alert"]
         assert re.fullmatch(r"Triage[A-Z]\w+", name), name
@@ -159,7 +174,8 @@ def test_every_alert_has_severity_annotations_and_a_runbook_section():
         assert path == "alerts/RUNBOOK.md" and anchor in anchors, f"{name}: {ann['runbook']}"
         if not rule["expr"].startswith("absent("):
             assert "$labels." in ann["summary"] and "$labels." in ann["description"], (
-                f"{name} must name its job, node, rank or GPU")
+                f"{name} must name its job, node, rank or GPU"
+            )
 
 
 def test_categories_layers_and_actions_match_the_taxonomy():
@@ -170,7 +186,8 @@ def test_categories_layers_and_actions_match_the_taxonomy():
         spec = TAXONOMY[Category(labels["category"])]
         assert labels["layer"] == spec.layer.value, rule["alert"]
         assert f"Taxonomy action: {spec.action.value}" in rule["annotations"]["description"], (
-            f"{rule['alert']} must state the taxonomy action {spec.action.value}")
+            f"{rule['alert']} must state the taxonomy action {spec.action.value}"
+        )
         if spec.escalation:
             assert spec.escalation.value in rule["annotations"]["description"], rule["alert"]
 
@@ -202,11 +219,14 @@ def test_every_alert_has_unit_tests_that_fire_and_stay_silent():
 
 # --- promtool -----------------------------------------------------------------------------
 
+
 def _promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
-        message = ("promtool not found: install Debian's `prometheus` package "
-                   "(apt-get install prometheus; .ci/run does it)")
+        message = (
+            "promtool not found: install Debian's `prometheus` package "
+            "(apt-get install prometheus; .ci/run does it)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message + " -- required in CI, where a skip would hide a broken install")
         pytest.skip(message)
@@ -214,19 +234,22 @@ def _promtool() -> str:
 
 
 def test_promtool_check_rules():
-    out = subprocess.run([_promtool(), "check", "rules", str(RULES)], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [_promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_promtool_unit_tests_pass():
     assert UNIT_TESTS, "no promtool unit tests in alerts/tests"
-    out = subprocess.run([_promtool(), "test", "rules", *map(str, UNIT_TESTS)],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [_promtool(), "test", "rules", *map(str, UNIT_TESTS)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 # --- the README -----------------------------------------------------------------------------
+
 
 def test_readme_lists_the_catalog():
     readme = README.read_text()
@@ -234,4 +257,5 @@ def test_readme_lists_the_catalog():
     assert listed == set(BY_NAME), "README's metric table and the catalog list different metrics"
     assert markdown_table() in readme, (
         "README's metric table differs from the catalog: regenerate it with "
-        "`python -m triage.agent.metric_catalog`")
+        "`python -m triage.agent.metric_catalog`"
+    )

@@ -27,12 +27,13 @@ import yaml
 from triage.fault_schedule import GpuFault, append_fault
 
 sys.path.insert(0, str(Path(__file__).parent))
-from store_spools import write_rank, write_segment  # noqa: E402
+from store_spools import write_rank, write_segment
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "alerts" / "triage-rules.yml"
-PROMETHEUS = shutil.which("prometheus") or ("/usr/bin/prometheus"
-                                             if Path("/usr/bin/prometheus").exists() else None)
+PROMETHEUS = shutil.which("prometheus") or (
+    "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
+)
 DEADLINE_S = 90.0
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -53,8 +54,11 @@ def shortened_rules(text: str) -> str:
 def test_shortened_rules_only_change_durations():
     original = yaml.safe_load(RULES.read_text())
     short = yaml.safe_load(shortened_rules(RULES.read_text()))
-    pairs = [(a, b) for ga, gb in zip(original["groups"], short["groups"])
-             for a, b in zip(ga["rules"], gb["rules"])]
+    pairs = [
+        (a, b)
+        for ga, gb in zip(original["groups"], short["groups"])
+        for a, b in zip(ga["rules"], gb["rules"])
+    ]
     assert len(pairs) == sum(len(g["rules"]) for g in original["groups"])
     for a, b in pairs:
         assert {k: v for k, v in a.items() if k != "for"} == {k: v for k, v in b.items() if k != "for"}
@@ -82,8 +86,7 @@ def firing(prom: str) -> list[dict]:
 
 def scraped(prom: str, query: str) -> bool:
     try:
-        return bool(get_json(f"{prom}/api/v1/query?query={urllib.request.quote(query)}")
-                    ["data"]["result"])
+        return bool(get_json(f"{prom}/api/v1/query?query={urllib.request.quote(query)}")["data"]["result"])
     except OSError:
         return False
 
@@ -101,8 +104,10 @@ def stop(proc: subprocess.Popen) -> str:
 @pytest.mark.slow
 def test_gpu_fault_and_hang_fire_their_alerts_in_prometheus(tmp_path):
     if PROMETHEUS is None:
-        message = ("prometheus server binary not found: install Debian's `prometheus` package "
-                   "(apt-get install prometheus; .ci/run does it)")
+        message = (
+            "prometheus server binary not found: install Debian's `prometheus` package "
+            "(apt-get install prometheus; .ci/run does it)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message + " -- required in CI, where a skip would hide a broken install")
         pytest.skip(message)
@@ -110,24 +115,60 @@ def test_gpu_fault_and_hang_fire_their_alerts_in_prometheus(tmp_path):
     rules = tmp_path / "rules.yml"
     rules.write_text(shortened_rules(RULES.read_text()))
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "triage", "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{agent_port}"]}]}],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [
+                    {
+                        "job_name": "triage",
+                        "honor_labels": True,
+                        "static_configs": [{"targets": [f"127.0.0.1:{agent_port}"]}],
+                    }
+                ],
+            }
+        )
+    )
     # A job whose ranks on this node stopped stepping 15 minutes ago but still heartbeat.
     now = time.time()
     _, seq = write_rank(data, "node0", "hungjob", 0, 3, steps=2, t0=now - 900, pid=os.getpid())
 
     agent = subprocess.Popen(
-        [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(data), "--node", "node0",
-         "--gpu", "sim", "--sim-gpus", "2", "--port", str(agent_port), "--interval", "0.5",
-         "--store-interval", "1"], stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "agent",
+            "--data-dir",
+            str(data),
+            "--node",
+            "node0",
+            "--gpu",
+            "sim",
+            "--sim-gpus",
+            "2",
+            "--port",
+            str(agent_port),
+            "--interval",
+            "0.5",
+            "--store-interval",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     prom = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{prom_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{prom_port}"
     deadline = time.monotonic() + DEADLINE_S
     fired: dict[str, dict] = {}
@@ -142,8 +183,17 @@ def test_gpu_fault_and_hang_fire_their_alerts_in_prometheus(tmp_path):
         while not wanted <= set(fired):
             assert agent.poll() is None and prom.poll() is None, "agent or prometheus exited"
             assert time.monotonic() < deadline, f"only {sorted(fired)} fired within {DEADLINE_S} s"
-            write_segment(data, "node0", "hungjob", 0, 3, seq, "heartbeats",
-                          [{"time": time.time(), "step": 1, "pid": os.getpid()}], pid=os.getpid())
+            write_segment(
+                data,
+                "node0",
+                "hungjob",
+                0,
+                3,
+                seq,
+                "heartbeats",
+                [{"time": time.time(), "step": 1, "pid": os.getpid()}],
+                pid=os.getpid(),
+            )
             seq += 1
             fired.update({a["labels"]["alertname"]: a for a in firing(url)})
             time.sleep(1)

@@ -26,8 +26,7 @@ def test_json_report_names_root_cause_and_exits_1_on_a_failed_job(tmp_path, caps
     rc = main(["analyze", "ecc-job", "--data-dir", str(data), "--json", "--no-ingest"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 1 and out["status"] == "failed" and out["job_id"] == "ecc-job"
-    assert set(out) >= {"attempts", "incidents", "goodput", "stragglers",
-                        "recommended_checkpoint_interval_s"}
+    assert set(out) >= {"attempts", "incidents", "goodput", "stragglers", "recommended_checkpoint_interval_s"}
     root = [i for i in out["incidents"] if i["root_cause"]]
     assert len(root) == 1 and root[0]["category"] == "gpu_memory_error"
     assert root[0]["culprit"] == {"rank": 3, "node": "node1", "gpu": 1, "uuid": "GPU-node1-1"}

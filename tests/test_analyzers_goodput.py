@@ -18,10 +18,12 @@ def two_attempts() -> JobBuilder:
     b = JobBuilder()
     for r in range(2):
         b.rank(r, "node0", r, attempt=0, start=T0).rank(r, "node0", r, attempt=1, start=T0 + 50)
-    plan = {0: [(s, T0 + 10 + 2 * s, 2.0) for s in range(5)]
-            + [(5, T0 + 23, 4.0)] + [(s, T0 + 27 + 2 * (s - 6), 2.0) for s in range(6, 10)],
-            1: [(5, T0 + 54, 2.0), (6, T0 + 56, 2.0), (7, T0 + 58, 3.0), (8, T0 + 61, 2.0),
-                (9, T0 + 63, 2.0)]}
+    plan = {
+        0: [(s, T0 + 10 + 2 * s, 2.0) for s in range(5)]
+        + [(5, T0 + 23, 4.0)]
+        + [(s, T0 + 27 + 2 * (s - 6), 2.0) for s in range(6, 10)],
+        1: [(5, T0 + 54, 2.0), (6, T0 + 56, 2.0), (7, T0 + 58, 3.0), (8, T0 + 61, 2.0), (9, T0 + 63, 2.0)],
+    }
     for attempt, steps in plan.items():
         for r in range(2):
             for s, start, wall in steps:
@@ -44,14 +46,18 @@ def test_goodput_and_badput_match_the_hand_computation():
     assert g.total_s == pytest.approx(66.0)
     assert g.ideal_step_s == pytest.approx(1.5)
     assert g.productive_s == pytest.approx(15.0)  # 10 kept steps x 1.5 s ideal work
-    assert g.badput == pytest.approx({
-        "initialization": 12.0,  # 10 s + (4 s - 2 s load)
-        "checkpoint_save": 3.0, "checkpoint_load": 2.0,
-        "data_wait": 5.0,  # 10 kept steps x 0.5 s
-        "lost_progress": 12.0,  # attempt 0's steps 5-9, redone by attempt 1
-        "detection_and_restart": 15.0,  # last step T0+35 -> next start T0+50
-        "straggler_slowdown": 1.0,  # step 7 ran 1 s over the ideal
-        "other": 1.0})  # last step end -> exit
+    assert g.badput == pytest.approx(
+        {
+            "initialization": 12.0,  # 10 s + (4 s - 2 s load)
+            "checkpoint_save": 3.0,
+            "checkpoint_load": 2.0,
+            "data_wait": 5.0,  # 10 kept steps x 0.5 s
+            "lost_progress": 12.0,  # attempt 0's steps 5-9, redone by attempt 1
+            "detection_and_restart": 15.0,  # last step T0+35 -> next start T0+50
+            "straggler_slowdown": 1.0,  # step 7 ran 1 s over the ideal
+            "other": 1.0,
+        }
+    )  # last step end -> exit
     assert g.ratio == pytest.approx(15 / 66)
     assert g.interruptions == 1 and g.mtbf_s == pytest.approx(66.0)
     assert g.checkpoint_cost_s == pytest.approx(3.0)
@@ -75,7 +81,8 @@ def test_young_and_daly_intervals():
     assert young_interval(30.0, 14400.0) == pytest.approx(math.sqrt(2 * 30 * 14400))
     x = 30.0 / (2 * 14400.0)
     assert daly_interval(30.0, 14400.0) == pytest.approx(
-        math.sqrt(2 * 30 * 14400) * (1 + math.sqrt(x) / 3 + x / 9) - 30.0)
+        math.sqrt(2 * 30 * 14400) * (1 + math.sqrt(x) / 3 + x / 9) - 30.0
+    )
     assert daly_interval(30.0, 14400.0) == pytest.approx(young_interval(30.0, 14400.0), rel=0.05)
     assert daly_interval(500.0, 200.0) == 200.0  # cost above 2 x MTBF: checkpoint every MTBF
 

@@ -7,8 +7,10 @@ from triage.analyzers.job_analysis import analyze_job
 from triage.store.job_data import load_job
 from triage.taxonomy import Category
 
-WATCHDOG = ("RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
-            "WorkNCCL(SeqNum=57, OpType=ALLGATHER, Timeout(ms)=60000) ran for 60001 milliseconds")
+WATCHDOG = (
+    "RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=57, OpType=ALLGATHER, Timeout(ms)=60000) ran for 60001 milliseconds"
+)
 
 
 def cascade_job() -> JobBuilder:
@@ -56,8 +58,7 @@ def test_without_hardware_evidence_the_hang_culprit_is_the_rank_that_never_arriv
 def test_ecc_error_on_one_rank_outranks_generic_errors_on_the_others():
     b = JobBuilder().world(4)
     end = b.steps(0, range(20), T0 + 5)
-    b.event(0, 2, end + 1, "exception",
-            "RuntimeError: CUDA error: uncorrectable ECC error encountered")
+    b.event(0, 2, end + 1, "exception", "RuntimeError: CUDA error: uncorrectable ECC error encountered")
     for r in (0, 1, 3):
         b.event(0, r, end + 3, "exception", "RuntimeError: something failed in the step")
     a = analyze_job(b.load(), AnalyzerConfig())
@@ -156,4 +157,5 @@ def test_a_fault_just_before_a_fast_restart_stays_with_the_attempt_it_ended():
         b.event(1, r, end + 0.5, "exit", "exit code 0", exit_code=0)
     analysis = analyze_job(b.load(), AnalyzerConfig())
     assert [(i.attempt, i.verdict.category) for i in analysis.incidents if i.root] == [
-        (0, Category.GPU_FALLEN_OFF_BUS)]
+        (0, Category.GPU_FALLEN_OFF_BUS)
+    ]

@@ -35,8 +35,9 @@ def test_straggler_is_flagged_with_a_score_and_others_are_not():
 def test_straggler_on_a_throttled_gpu_becomes_throttling():
     b = slow_rank_job()
     for k in range(20):
-        b.gpu_sample("node1", 1, T0 + 10 * k, clock_event_reasons=0x40 if k > 2 else 0,
-                     temperature_celsius=91.0)
+        b.gpu_sample(
+            "node1", 1, T0 + 10 * k, clock_event_reasons=0x40 if k > 2 else 0, temperature_celsius=91.0
+        )
         b.gpu_sample("node1", 0, T0 + 10 * k, clock_event_reasons=0x4, temperature_celsius=60.0)
     a = analyze_job(b.load(), CFG)
     cats = [i.verdict.category for i in a.incidents]
@@ -85,7 +86,7 @@ def test_first_rank_to_go_nonfinite_is_the_culprit():
 
 def test_loss_spike_is_found_and_noise_is_not():
     b = JobBuilder().world(2)
-    b.steps(0, range(120), T0, loss=lambda r, s: (50.0 if s == 100 else 2.0 + 0.01 * (s % 7)))
+    b.steps(0, range(120), T0, loss=lambda r, s: 50.0 if s == 100 else 2.0 + 0.01 * (s % 7))
     (f,) = numerical_findings(b.load(), CFG)
     assert not f.fatal and "step 100" in f.verdict.summary
     quiet = JobBuilder().world(2)
@@ -111,8 +112,14 @@ def test_ecc_and_pcie_width_from_samples():
     b = JobBuilder().world(4)
     b.steps(0, range(5), T0)
     for k in range(5):
-        b.gpu_sample("node0", 2, T0 + k, ecc_uncorrected_volatile=0 if k < 3 else 2,
-                     pcie_link_width=8, pcie_link_width_max=16)
+        b.gpu_sample(
+            "node0",
+            2,
+            T0 + k,
+            ecc_uncorrected_volatile=0 if k < 3 else 2,
+            pcie_link_width=8,
+            pcie_link_width_max=16,
+        )
     found = {f.verdict.category: f for f in gpu_health_findings(b.load(), CFG)}
     ecc = found[Category.GPU_MEMORY_ERROR]
     assert ecc.fatal and ecc.verdict.first_seen == T0 + 3 and ecc.verdict.culprit.rank == 2

@@ -35,8 +35,7 @@ def stored_steps(data_dir: Path, job: str = "good") -> int:
 
 
 def triage(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*TRIAGE, *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    return subprocess.run([*TRIAGE, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def assert_one_line_error(out: subprocess.CompletedProcess, *needles: str) -> None:
@@ -49,6 +48,7 @@ def assert_one_line_error(out: subprocess.CompletedProcess, *needles: str) -> No
 
 
 # -- spool segments and directories ----------------------------------------------------------
+
 
 def test_an_arrow_file_of_another_layout_is_quarantined_and_the_rest_ingested(tmp_path):
     counts = good_rank(tmp_path)
@@ -92,8 +92,7 @@ def test_attempt_and_writer_directories_are_checked_too(tmp_path, level, name):
     assert stored_steps(tmp_path) == counts["steps"]
 
 
-def test_a_spool_the_agent_cannot_ingest_never_stops_its_gpu_records(tmp_path, monkeypatch,
-                                                                       caplog):
+def test_a_spool_the_agent_cannot_ingest_never_stops_its_gpu_records(tmp_path, monkeypatch, caplog):
     """Whatever breaks the spool ingest (here: every call raises) costs the ingest only: the
     simulated GPUs' samples are stored, `triage_agent_up` stays 1, the error is logged once."""
     from triage.agent import node_agent
@@ -105,9 +104,15 @@ def test_a_spool_the_agent_cannot_ingest_never_stops_its_gpu_records(tmp_path, m
         raise UnicodeEncodeError("utf-8", "job-\udcff", 4, 5, "surrogates not allowed")
 
     monkeypatch.setattr(node_agent, "ingest_partition", broken)
-    agent = node_agent.NodeAgent(AgentConfig(
-        data_dir=str(tmp_path), node="n0", gpu="sim", gpus=GpuConfig(gpu="none", sim_gpus=2),
-        kernel=KernelLogConfig("none")))
+    agent = node_agent.NodeAgent(
+        AgentConfig(
+            data_dir=str(tmp_path),
+            node="n0",
+            gpu="sim",
+            gpus=GpuConfig(gpu="none", sim_gpus=2),
+            kernel=KernelLogConfig("none"),
+        )
+    )
     try:
         now = time.time()
         for k in range(3):
@@ -123,6 +128,7 @@ def test_a_spool_the_agent_cannot_ingest_never_stops_its_gpu_records(tmp_path, m
 
 # -- the store --------------------------------------------------------------------------------
 
+
 def two_nodes(tmp_path: Path) -> dict:
     """Job `good` on node0 and job `other` on node1, ingested."""
     counts = good_rank(tmp_path)
@@ -136,6 +142,7 @@ def jobs_listed(tmp_path: Path) -> tuple[set[str], str]:
     out = triage("jobs", "--data-dir", str(tmp_path), "--json")
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     import json
+
     return {j["job_id"] for j in json.loads(out.stdout)["jobs"]}, out.stderr
 
 
@@ -144,8 +151,14 @@ def test_a_damaged_manifest_costs_its_partition_only(tmp_path, damage):
     counts = two_nodes(tmp_path)
     manifest = tmp_path / "store" / "node1" / "MANIFEST.json"
     text = manifest.read_text()
-    manifest.write_text({"truncated": text[: len(text) // 2], "not json": "\x00\x01garbage",
-                         "other json": '{"format": "something else"}', "empty": ""}[damage])
+    manifest.write_text(
+        {
+            "truncated": text[: len(text) // 2],
+            "not json": "\x00\x01garbage",
+            "other json": '{"format": "something else"}',
+            "empty": "",
+        }[damage]
+    )
     before = sorted(p.name for p in (tmp_path / "store" / "node1").rglob("*.parquet"))
     jobs, warnings = jobs_listed(tmp_path)
     assert jobs == {"good"} and "partition node1 skipped" in warnings
@@ -201,6 +214,7 @@ def test_an_unreadable_store_file_is_skipped_and_named(tmp_path, damage):
 
 def test_a_table_of_a_newer_version_is_ignored_with_a_note(tmp_path):
     import json
+
     two_nodes(tmp_path)
     manifest = tmp_path / "store" / "node0" / "MANIFEST.json"
     raw = json.loads(manifest.read_text())
@@ -213,9 +227,11 @@ def test_a_table_of_a_newer_version_is_ignored_with_a_note(tmp_path):
 
 # -- hostile logs -----------------------------------------------------------------------------
 
-WATCHDOG = ("[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog "
-            "caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
-            "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.")
+WATCHDOG = (
+    "[rank{r}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog "
+    "caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+    "Timeout(ms)=600000) ran for 600060 milliseconds before timing out."
+)
 
 
 # VmHWM, not ru_maxrss: the latter keeps the high-water mark of the forked copy of pytest
@@ -233,8 +249,10 @@ sys.exit(code)
 def classify(path: Path) -> tuple[dict, int]:
     """`triage classify --json` of one file in a child of its own, and its peak RSS in MB."""
     import json
-    out = subprocess.run([sys.executable, "-c", _MEASURED_CLASSIFY, str(path)],
-                         capture_output=True, text=True, timeout=120)
+
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURED_CLASSIFY, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode in (0, 1) and "Traceback" not in out.stderr, out.stderr
     peak_kb = int(out.stderr.rsplit("peak_rss_kb=", 1)[1])
     return json.loads(out.stdout), peak_kb // 1024
@@ -242,8 +260,7 @@ def classify(path: Path) -> tuple[dict, int]:
 
 def test_a_huge_rank_number_in_a_log_costs_nothing(tmp_path):
     log = tmp_path / "hostile.log"
-    log.write_text("[rank900000000]: starting\n" + WATCHDOG.format(r=0) + "\n"
-                   + WATCHDOG.format(r=1) + "\n")
+    log.write_text("[rank900000000]: starting\n" + WATCHDOG.format(r=0) + "\n" + WATCHDOG.format(r=1) + "\n")
     record, peak_mb = classify(log)
     assert record["category"] == "collective_timeout" and peak_mb < 400
     assert record["culprit"]["rank"] is None  # 900 million silent ranks are no one culprit
@@ -251,14 +268,14 @@ def test_a_huge_rank_number_in_a_log_costs_nothing(tmp_path):
 
 def test_a_log_of_many_distinct_ranks_is_remembered_boundedly():
     from triage.analyzers.log_classifier import MAX_DISTINCT, LogClassifier
+
     c = LogClassifier("x")
     for r in range(MAX_DISTINCT + 5000):
         c.feed(f"[rank{r}]: hello")
     assert len(c._ranks_seen) == MAX_DISTINCT
 
 
-@pytest.mark.parametrize("content", ["empty", "binary", "one long line", "random bytes",
-                                     "sparse 512MB"])
+@pytest.mark.parametrize("content", ["empty", "binary", "one long line", "random bytes", "sparse 512MB"])
 def test_odd_files_classify_to_a_clear_verdict(tmp_path, content):
     path = tmp_path / "odd.log"
     if content == "empty":
@@ -288,20 +305,24 @@ def test_a_missing_or_unreadable_log_is_one_line_and_exit_2(tmp_path):
 
 # -- names ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("node", ["..", "a/b", ".", "x" * 200, "bad name"])
 def test_a_node_name_that_is_no_directory_name_is_refused_everywhere(tmp_path, node):
-    assert_one_line_error(triage("agent", "--data-dir", str(tmp_path), "--node", node,
-                                 "--port", "0", "--gpu", "none"), "bad node name")
+    assert_one_line_error(
+        triage("agent", "--data-dir", str(tmp_path), "--node", node, "--port", "0", "--gpu", "none"),
+        "bad node name",
+    )
     env = {**os.environ, "TRIAGE_NODE": node}
-    assert_one_line_error(triage("agent", "--data-dir", str(tmp_path), "--port", "0",
-                                 "--gpu", "none", env=env), "env TRIAGE_NODE")
+    assert_one_line_error(
+        triage("agent", "--data-dir", str(tmp_path), "--port", "0", "--gpu", "none", env=env),
+        "env TRIAGE_NODE",
+    )
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").iterdir())
 
 
 @pytest.mark.parametrize("job", ["../x", "a/b", "job@run"])
 def test_a_job_id_that_is_no_directory_name_is_refused(tmp_path, job):
-    out = triage("run", "--data-dir", str(tmp_path), "--job-id", job, "--agents", "none", "--",
-                 "true")
+    out = triage("run", "--data-dir", str(tmp_path), "--job-id", job, "--agents", "none", "--", "true")
     assert_one_line_error(out, "bad job id")
     assert not (tmp_path / "spool").exists() and not (tmp_path / "locks").exists()
 
@@ -340,8 +361,12 @@ def test_a_writer_killed_at_any_step_of_a_commit_loses_and_duplicates_nothing(tm
         data = tmp_path / f"{point}-{n}"
         counts = good_rank(data)
         good_rank(data, rank=1)
-        out = subprocess.run([sys.executable, "-c", _CRASHING_INGEST, str(data), point, str(n)],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", _CRASHING_INGEST, str(data), point, str(n)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if out.returncode == 0:  # past the last fsync: every crash point was tried
             assert point == "fsync" and n > 3, out.stdout
             break
@@ -357,6 +382,7 @@ def test_a_writer_killed_at_any_step_of_a_commit_loses_and_duplicates_nothing(tm
 
 def test_the_bad_input_benchmark_contains_every_case_and_loses_no_row():
     import json
+
     out = triage("bench", "bad-inputs", "--json")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr
     result = json.loads(out.stdout)
@@ -370,6 +396,7 @@ def test_a_supervised_job_beside_damaged_data_runs_to_completion(tmp_path):
     """Damage in the spool of the job's own node and in an unrelated partition: the node
     agent and the supervisor move past it, and the job trains to the end undisturbed."""
     import json
+
     data = tmp_path / "data"
     good_rank(data, node="node0", job="older", rank=0)
     ingest_spools(data)
@@ -381,11 +408,35 @@ def test_a_supervised_job_beside_damaged_data_runs_to_completion(tmp_path):
     ingest_spools(data, "node9")
     good_rank(data, node="node9", job="elsewhere", rank=1)  # pending, behind a broken manifest
     (data / "store" / "node9" / "MANIFEST.json").write_text('{"format": ')
-    out = subprocess.run([*TRIAGE, "run", "--data-dir", str(data), "--job-id", "beside",
-                          "--json", "--backoff", "0", "--", *TRIAGE, "train", "--nnodes", "1",
-                          "--nproc-per-node", "1", "--model", "tiny", "--steps", "6",
-                          "--run-dir", str(tmp_path / "run")],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            *TRIAGE,
+            "run",
+            "--data-dir",
+            str(data),
+            "--job-id",
+            "beside",
+            "--json",
+            "--backoff",
+            "0",
+            "--",
+            *TRIAGE,
+            "train",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            "1",
+            "--model",
+            "tiny",
+            "--steps",
+            "6",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert report["status"] == "completed" and len(report["attempts"]) == 1
@@ -402,16 +453,25 @@ def test_a_full_disk_loses_no_spooled_row_and_a_read_only_one_still_reads(tmp_pa
     and lists what is stored; with space again every row is stored; read-only, the store is
     read and the failed ingest is a warning."""
     import json
+
     mnt = tmp_path / "small"
     mnt.mkdir()
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
     script = Path(__file__).parent / "workloads" / "full_and_readonly_disk.py"
-    out = subprocess.run(["unshare", "-m", "sh", "-c",
-                          f'mount -t tmpfs -o size=8m tmpfs "{mnt}" && '
-                          f'"{sys.executable}" "{script}" "{mnt}"'],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f'mount -t tmpfs -o size=8m tmpfs "{mnt}" && "{sys.executable}" "{script}" "{mnt}"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout)
     assert r["kept_while_full"] and r["spooled"] > 0
@@ -435,12 +495,12 @@ def test_a_segment_damaged_past_the_cheap_checks_is_found_and_skipped(tmp_path):
     assert stored_steps(tmp_path) == 4
 
 
-def test_an_error_about_the_data_is_one_line_and_exit_2_a_bug_is_a_traceback(
-        tmp_path, monkeypatch, capsys):
+def test_an_error_about_the_data_is_one_line_and_exit_2_a_bug_is_a_traceback(tmp_path, monkeypatch, capsys):
     import duckdb
 
     from triage.cli import main
     from triage.commands import jobs
+
     two_nodes(tmp_path)
 
     def damaged(*a, **kw):

@@ -11,8 +11,19 @@ import pytest
 
 from triage.cli import main
 
-INGEST = ["bench", "ingest", "--json", "--ranks", "2", "--flushes", "3", "--collectives", "40",
-          "--naive-rows", "20"]
+INGEST = [
+    "bench",
+    "ingest",
+    "--json",
+    "--ranks",
+    "2",
+    "--flushes",
+    "3",
+    "--collectives",
+    "40",
+    "--naive-rows",
+    "20",
+]
 
 
 def test_bench_ingest_counts_every_row_and_compares_with_the_old_spool_and_naive_inserts(capsys):
@@ -31,10 +42,31 @@ def test_bench_ingest_exits_1_below_its_target(capsys):
 
 @pytest.mark.slow
 def test_bench_agent_samples_the_agent_and_the_bare_exporter():
-    proc = subprocess.run([sys.executable, "-m", "triage.cli", "bench", "agent", "--json",
-                           "--seconds", "4", "--warmup", "1", "--scrape-interval", "1",
-                           "--ranks", "2", "--target-rss-mb", "1e9", "--target-cpu", "1"],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "bench",
+            "agent",
+            "--json",
+            "--seconds",
+            "4",
+            "--warmup",
+            "1",
+            "--scrape-interval",
+            "1",
+            "--ranks",
+            "2",
+            "--target-rss-mb",
+            "1e9",
+            "--target-cpu",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout)
     assert r["agent"]["peak_rss_mb"] > r["floor_prometheus_client"]["peak_rss_mb"] > 0
@@ -44,14 +76,45 @@ def test_bench_agent_samples_the_agent_and_the_bare_exporter():
 
 def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
     # a subprocess: the timing initialises torch.distributed, which must not leak into pytest
-    proc = subprocess.run([sys.executable, "-m", "triage.cli", "bench", "hooks", "--json",
-                           "--skip-training", "--events", "2000", "--event-target-us", "1e9",
-                           "--auto-step-target-us", "1e9"],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "bench",
+            "hooks",
+            "--json",
+            "--skip-training",
+            "--events",
+            "2000",
+            "--event-target-us",
+            "1e9",
+            "--auto-step-target-us",
+            "1e9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout)
     assert r["auto_step_record_us"] > 0 and r["step_record_us"] > 0 and r["within_targets"]
-    tight = subprocess.run([sys.executable, "-m", "triage.cli", "bench", "hooks", "--json",
-                            "--skip-training", "--events", "2000", "--auto-step-target-us",
-                            "1e-9"], capture_output=True, text=True, timeout=180)
+    tight = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "bench",
+            "hooks",
+            "--json",
+            "--skip-training",
+            "--events",
+            "2000",
+            "--auto-step-target-us",
+            "1e-9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert tight.returncode == 1 and not json.loads(tight.stdout)["within_targets"]

@@ -14,8 +14,7 @@ from jobdata_builder import T0, JobBuilder
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.flight_recorder import flight_recorder_findings
 from triage.analyzers.job_analysis import analyze_job
-from triage.store.schema import (EVENT_FR_DUMP, EVENT_FR_REQUEST, EVENT_LOG_LINE,
-                                 EVENT_RANK_EXIT)
+from triage.store.schema import EVENT_FR_DUMP, EVENT_FR_REQUEST, EVENT_LOG_LINE, EVENT_RANK_EXIT
 from triage.supervisor.flight_dumps import dump_event_rows
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.taxonomy import Category
@@ -24,23 +23,40 @@ from triage.trainer_hooks import flight_recorder as fr
 
 def torchrun_summary(root_rank: int, root_code: int, others: dict[int, int]) -> list[str]:
     """torchrun's failure summary as it prints it (torch 2.13)."""
-    lines = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-             "=" * 54, "train.py FAILED", "-" * 54, "Failures:"]
+    lines = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "=" * 54,
+        "train.py FAILED",
+        "-" * 54,
+        "Failures:",
+    ]
     for i, (rank, code) in enumerate(others.items(), 1):
-        lines += [f"[{i}]:", "  time      : 2026-12-05_23:55:51", "  host      : localhost",
-                  f"  rank      : {rank} (local_rank: {rank % 2})",
-                  f"  exitcode  : {code} (pid: {4000 + rank})", "  error_file: <N/A>"]
-    lines += ["-" * 54, "Root Cause (first observed failure):", "[0]:",
-              "  time      : 2026-12-05_23:55:51", "  host      : localhost",
-              f"  rank      : {root_rank} (local_rank: {root_rank % 2})",
-              f"  exitcode  : {root_code} (pid: {4000 + root_rank})", "  error_file: <N/A>",
-              f"  traceback : Signal {-root_code} (SIGKILL) received by PID {4000 + root_rank}",
-              "=" * 54]
+        lines += [
+            f"[{i}]:",
+            "  time      : 2026-12-05_23:55:51",
+            "  host      : localhost",
+            f"  rank      : {rank} (local_rank: {rank % 2})",
+            f"  exitcode  : {code} (pid: {4000 + rank})",
+            "  error_file: <N/A>",
+        ]
+    lines += [
+        "-" * 54,
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-12-05_23:55:51",
+        "  host      : localhost",
+        f"  rank      : {root_rank} (local_rank: {root_rank % 2})",
+        f"  exitcode  : {root_code} (pid: {4000 + root_rank})",
+        "  error_file: <N/A>",
+        f"  traceback : Signal {-root_code} (SIGKILL) received by PID {4000 + root_rank}",
+        "=" * 54,
+    ]
     return lines
 
 
-def capture(tmp_path, lines: list[str], *, stop_after: int | None = None,
-            max_bytes: int = 1 << 20) -> AttemptLog:
+def capture(
+    tmp_path, lines: list[str], *, stop_after: int | None = None, max_bytes: int = 1 << 20
+) -> AttemptLog:
     log = AttemptLog(tmp_path / "attempt-0.log", max_bytes=max_bytes, echo=False)
     for i, line in enumerate(lines):
         if stop_after is not None and i == stop_after:
@@ -55,9 +71,12 @@ def capture(tmp_path, lines: list[str], *, stop_after: int | None = None,
 def test_capture_keeps_decisive_lines_and_the_launchers_rank_exits(tmp_path, culprit):
     peers = [r for r in range(4) if r != culprit][:2]
     lines = ["[rank0]:step 1 loss 0.5"]
-    lines += [f"[rank{r}]:RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error "
-              "[127.0.0.1]:27043: Connection reset by peer" for r in peers]
-    lines += torchrun_summary(culprit, -9, {r: -15 for r in peers})
+    lines += [
+        f"[rank{r}]:RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error "
+        "[127.0.0.1]:27043: Connection reset by peer"
+        for r in peers
+    ]
+    lines += torchrun_summary(culprit, -9, dict.fromkeys(peers, -15))
     log = capture(tmp_path, lines)
     assert [(ln.rank, ln.signature) for ln in log.decisive][:2] == [(r, "peer-reset") for r in peers]
     exits = {e.rank: e for e in log.exits}
@@ -71,8 +90,11 @@ def test_capture_keeps_decisive_lines_and_the_launchers_rank_exits(tmp_path, cul
 
 
 def test_lines_after_the_supervisor_began_stopping_are_kept_on_disk_only(tmp_path):
-    lines = ["[rank1]:step 4", "torch.distributed.elastic.multiprocessing.api.SignalException: "
-             "Process 10570 got signal: 15", *torchrun_summary(1, -9, {0: -15})]
+    lines = [
+        "[rank1]:step 4",
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 10570 got signal: 15",
+        *torchrun_summary(1, -9, {0: -15}),
+    ]
     log = capture(tmp_path, lines, stop_after=1)
     assert log.decisive == [] and log.exits == []
     assert len((tmp_path / "attempt-0.log").read_text().splitlines()) == len(lines)
@@ -115,12 +137,25 @@ def test_torchrun_log_env_leaves_a_jobs_own_choices():
 
 
 # -- the captured-output analyzer ------------------------------------------------------------------
-def supervisor_event(b: JobBuilder, attempt: int, rank: int | None, t: float, kind: str,
-                     message: str, **detail: object) -> None:
-    b.rows["events"].append({"job_id": b.job_id, "run_id": b.run_id, "attempt": attempt,
-                             "rank": rank, "node": "node0", "gpu": None, "time": t,
-                             "kind": kind, "step": None, "message": message,
-                             "detail": json.dumps(detail), "source": "supervisor"})
+def supervisor_event(
+    b: JobBuilder, attempt: int, rank: int | None, t: float, kind: str, message: str, **detail: object
+) -> None:
+    b.rows["events"].append(
+        {
+            "job_id": b.job_id,
+            "run_id": b.run_id,
+            "attempt": attempt,
+            "rank": rank,
+            "node": "node0",
+            "gpu": None,
+            "time": t,
+            "kind": kind,
+            "step": None,
+            "message": message,
+            "detail": json.dumps(detail),
+            "source": "supervisor",
+        }
+    )
 
 
 def root(analysis, attempt: int = 0):
@@ -136,8 +171,17 @@ def test_a_rank_the_launcher_saw_killed_is_the_culprit_not_its_peers_resets(kill
             b.heartbeat(0, r, end - 2 + k, 4)
     for r in (r for r in range(4) if r != killed):  # the peers raise once it is gone
         b.event(0, r, end + 0.5, "exception", "RuntimeError: Connection reset by peer")
-    supervisor_event(b, 0, killed, end + 2, EVENT_RANK_EXIT, f"rank {killed} was killed",
-                     exit_code=-9, signal="SIGKILL", first_observed=True)
+    supervisor_event(
+        b,
+        0,
+        killed,
+        end + 2,
+        EVENT_RANK_EXIT,
+        f"rank {killed} was killed",
+        exit_code=-9,
+        signal="SIGKILL",
+        first_observed=True,
+    )
     v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
     assert v.culprit.rank == killed and "killed by SIGKILL" in v.summary
     assert v.culprit.node == f"node{killed // 2}"
@@ -147,10 +191,19 @@ def test_a_rank_that_recorded_its_own_exception_is_judged_by_it():
     b = JobBuilder().world(2, per_node=2)
     end = b.steps(0, range(3), T0 + 5)
     b.event(0, 1, end + 0.2, "exception", "ValueError: bad batch shape at step 3")
-    supervisor_event(b, 0, 1, end + 1, EVENT_LOG_LINE, "[rank1]:ValueError: bad batch shape",
-                     stream="stderr", signature="x")
-    supervisor_event(b, 0, 1, end + 2, EVENT_RANK_EXIT, "rank 1 exited", exit_code=1,
-                     signal=None, first_observed=True)
+    supervisor_event(
+        b,
+        0,
+        1,
+        end + 1,
+        EVENT_LOG_LINE,
+        "[rank1]:ValueError: bad batch shape",
+        stream="stderr",
+        signature="x",
+    )
+    supervisor_event(
+        b, 0, 1, end + 2, EVENT_RANK_EXIT, "rank 1 exited", exit_code=1, signal=None, first_observed=True
+    )
     incidents = [i for i in analyze_job(b.load(), AnalyzerConfig()).incidents if i.root]
     assert len(incidents) == 1 and incidents[0].verdict.category is Category.USER_CODE_ERROR
     assert incidents[0].verdict.evidence[0].source == "exception"
@@ -161,18 +214,45 @@ def test_a_job_without_hooks_is_judged_by_its_output(rank):
     """Only the supervisor's rows: ranks seen from outside, and the decisive lines."""
     b = JobBuilder()
     for r in range(4):
-        b.rows["ranks"].append({"job_id": "job1", "run_id": None, "attempt": 0, "rank": r,
-                                "node": "vm", "gpu": None, "pid": 100 + r, "local_rank": r,
-                                "world_size": 4, "hostname": "vm", "start_time": T0})
-    supervisor_event(b, 0, rank, T0 + 3, EVENT_LOG_LINE,
-                     f"[rank{rank}]:ValueError: bad batch shape at step 4",
-                     stream="stderr", signature="python-exception")
+        b.rows["ranks"].append(
+            {
+                "job_id": "job1",
+                "run_id": None,
+                "attempt": 0,
+                "rank": r,
+                "node": "vm",
+                "gpu": None,
+                "pid": 100 + r,
+                "local_rank": r,
+                "world_size": 4,
+                "hostname": "vm",
+                "start_time": T0,
+            }
+        )
+    supervisor_event(
+        b,
+        0,
+        rank,
+        T0 + 3,
+        EVENT_LOG_LINE,
+        f"[rank{rank}]:ValueError: bad batch shape at step 4",
+        stream="stderr",
+        signature="python-exception",
+    )
     for r in (r for r in range(4) if r != rank):
-        supervisor_event(b, 0, r, T0 + 3.1, EVENT_LOG_LINE,
-                         f"[rank{r}]:RuntimeError: Connection closed by peer",
-                         stream="stderr", signature="peer-reset")
-    supervisor_event(b, 0, rank ^ 1, T0 + 4, EVENT_RANK_EXIT, "x", exit_code=-15,
-                     signal="SIGTERM", first_observed=True)  # a stop signal blames no one
+        supervisor_event(
+            b,
+            0,
+            r,
+            T0 + 3.1,
+            EVENT_LOG_LINE,
+            f"[rank{r}]:RuntimeError: Connection closed by peer",
+            stream="stderr",
+            signature="peer-reset",
+        )
+    supervisor_event(
+        b, 0, rank ^ 1, T0 + 4, EVENT_RANK_EXIT, "x", exit_code=-15, signal="SIGTERM", first_observed=True
+    )  # a stop signal blames no one
     v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
     assert v.category is Category.USER_CODE_ERROR
     assert (v.culprit.rank, v.culprit.node) == (rank, "vm")
@@ -182,16 +262,33 @@ def test_a_job_without_hooks_is_judged_by_its_output(rank):
 # -- Flight Recorder ---------------------------------------------------------------------------------
 def trace(rank: int, entered: int, members: str = "[0, 1, 2, 3]") -> dict:
     """A dump as torch 2.13 gloo writes it: the default group filed under '' in pg_config."""
-    entries = [{"record_id": s, "pg_id": 0, "collective_seq_id": s, "p2p_seq_id": 0,
-                "profiling_name": "gloo:all_reduce" if s % 2 else "gloo:broadcast",
-                "process_group": ["0", "default_pg"], "state": "scheduled",
-                "time_created_ns": int((T0 + s) * 1e9), "input_sizes": [[72]],
-                "is_p2p": False} for s in range(1, entered + 1)]
-    return {"version": "2.10", "entries": entries,
-            "pg_config": {"": {"name": "", "desc": "", "ranks": members}},
-            "pg_status": {"0": {"last_enqueued_collective": entered,
-                                "last_started_collective": -1,
-                                "last_completed_collective": entered}}}
+    entries = [
+        {
+            "record_id": s,
+            "pg_id": 0,
+            "collective_seq_id": s,
+            "p2p_seq_id": 0,
+            "profiling_name": "gloo:all_reduce" if s % 2 else "gloo:broadcast",
+            "process_group": ["0", "default_pg"],
+            "state": "scheduled",
+            "time_created_ns": int((T0 + s) * 1e9),
+            "input_sizes": [[72]],
+            "is_p2p": False,
+        }
+        for s in range(1, entered + 1)
+    ]
+    return {
+        "version": "2.10",
+        "entries": entries,
+        "pg_config": {"": {"name": "", "desc": "", "ranks": members}},
+        "pg_status": {
+            "0": {
+                "last_enqueued_collective": entered,
+                "last_started_collective": -1,
+                "last_completed_collective": entered,
+            }
+        },
+    }
 
 
 def test_dump_summary_repairs_the_default_group_name_for_fr_trace():
@@ -203,8 +300,7 @@ def test_dump_summary_repairs_the_default_group_name_for_fr_trace():
     assert [c["seq"] for c in g["collectives"]] == [1, 2, 3, 4, 5]
 
 
-def fr_job(entered: dict[int, int], *, requested: bool, stacks: dict[int, str] | None = None
-           ) -> JobBuilder:
+def fr_job(entered: dict[int, int], *, requested: bool, stacks: dict[int, str] | None = None) -> JobBuilder:
     b = JobBuilder().world(4, per_node=2)
     b.steps(0, range(5), T0 + 5)
     if requested:
@@ -213,8 +309,9 @@ def fr_job(entered: dict[int, int], *, requested: bool, stacks: dict[int, str] |
         t = trace(rank, n)
         fr._repair_group_names(t)
         frames = {"MainThread": [(stacks or {}).get(rank, "train.py:10 in main: loss.backward()")]}
-        supervisor_event(b, 0, rank, T0 + 41, EVENT_FR_DUMP, "dump", reason="asked",
-                         stacks=frames, **fr.summarize(t))
+        supervisor_event(
+            b, 0, rank, T0 + 41, EVENT_FR_DUMP, "dump", reason="asked", stacks=frames, **fr.summarize(t)
+        )
     return b
 
 
@@ -234,34 +331,48 @@ def test_a_rank_silent_when_asked_is_named_and_equal_ranks_name_no_one():
     [f] = flight_recorder_findings(b.load(), AnalyzerConfig())
     assert f.verdict.culprit.rank == 2 and "gave no Flight Recorder dump" in f.verdict.summary
     # the same dumps without a request (ranks dumped on their way out): no one is missing
-    assert flight_recorder_findings(fr_job({0: 9, 1: 9, 3: 9}, requested=False).load(),
-                                    AnalyzerConfig()) == []
+    assert (
+        flight_recorder_findings(fr_job({0: 9, 1: 9, 3: 9}, requested=False).load(), AnalyzerConfig()) == []
+    )
 
 
 def test_dump_files_become_store_events(tmp_path):
     folder = fr.dump_dir(tmp_path, "job1", "run1", 2)
     folder.mkdir(parents=True)
     for rank, n in ((0, 9), (1, 8)):
-        body = {"rank": rank, "pid": 10 + rank, "time": T0 + 50, "reason": "asked",
-                **fr.summarize(trace(rank, n)), "stacks": {"MainThread": ["a", "b"]}}
+        body = {
+            "rank": rank,
+            "pid": 10 + rank,
+            "time": T0 + 50,
+            "reason": "asked",
+            **fr.summarize(trace(rank, n)),
+            "stacks": {"MainThread": ["a", "b"]},
+        }
         (folder / f"rank{rank}.json").write_text(json.dumps(body))
     (folder / "rank3.json").write_text("{not json")  # a torn dump is skipped
     rows = dump_event_rows(folder, "job1", "run1", 2, {1: "node1"}, "host", requested=T0 + 49)
     assert [(r["kind"], r["rank"], r["node"]) for r in rows] == [
-        (EVENT_FR_REQUEST, None, "host"), (EVENT_FR_DUMP, 0, "host"), (EVENT_FR_DUMP, 1, "node1")]
+        (EVENT_FR_REQUEST, None, "host"),
+        (EVENT_FR_DUMP, 0, "host"),
+        (EVENT_FR_DUMP, 1, "node1"),
+    ]
 
 
 def test_a_rank_dumps_on_request_once_and_keeps_that_dump(tmp_path, monkeypatch):
     """The dumper against a stand-in recorder: a request is answered once, and the SIGTERM
     that follows does not replace the hang's dump."""
-    import torch.distributed as dist
     import torch._C._distributed_c10d as c10d
+    import torch.distributed as dist
 
     calls = []
     monkeypatch.setenv(fr.ENV_BUFFER, "100")
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(c10d, "_dump_fr_trace", lambda **kw: calls.append(kw) or pickle.dumps(
-        trace(1, 4 + len(calls))), raising=False)
+    monkeypatch.setattr(
+        c10d,
+        "_dump_fr_trace",
+        lambda **kw: calls.append(kw) or pickle.dumps(trace(1, 4 + len(calls))),
+        raising=False,
+    )
     d = fr.FlightRecorderDumper(tmp_path, rank=1)
     d.poll()
     assert calls == []  # no request yet

@@ -20,13 +20,18 @@ def test_json_one_object_per_file(capsys):
     records = _json_lines(capsys.readouterr().out)
     assert rc == 0 and len(records) == 2
     ecc = records[0]
-    assert set(ecc) >= {"file", "category", "layer", "action", "confidence", "culprit", "summary",
-                        "evidence"}
+    assert set(ecc) >= {"file", "category", "layer", "action", "confidence", "culprit", "summary", "evidence"}
     assert (ecc["file"], ecc["category"], ecc["layer"], ecc["action"]) == (
-        str(ECC), "gpu_memory_error", "gpu", "restart_excluding_node")
+        str(ECC),
+        "gpu_memory_error",
+        "gpu",
+        "restart_excluding_node",
+    )
     assert ecc["culprit"] == {"rank": 3, "node": None, "gpu": None}
-    assert ecc["evidence"][0] == {"line": 5, "text": "[rank3]: RuntimeError: CUDA error: "
-                                                     "uncorrectable ECC error encountered"}
+    assert ecc["evidence"][0] == {
+        "line": 5,
+        "text": "[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    }
     assert records[1]["category"] == "gpu_fallen_off_bus"
 
 
@@ -65,8 +70,8 @@ def test_binary_empty_and_missing_input(tmp_path, capsys):
 def test_long_lines_and_invalid_utf8_are_streamed(tmp_path, capsys):
     log = tmp_path / "big.log"
     with log.open("wb") as f:
-        f.write(b"x" * 200_000 + b"\n")            # one line longer than the read size
-        f.write(b"\xff\xfe garbage \xc3\x28\n")    # not UTF-8
+        f.write(b"x" * 200_000 + b"\n")  # one line longer than the read size
+        f.write(b"\xff\xfe garbage \xc3\x28\n")  # not UTF-8
         for i in range(5000):
             f.write(b"step %d loss 2.1\n" % i)
         f.write(b"[rank6]: OSError: [Errno 28] No space left on device\n")
@@ -90,12 +95,19 @@ def test_bench_classify_json(capsys):
 
 def test_bench_classify_fails_below_target_and_reports_misses(tmp_path, capsys):
     (tmp_path / "a.log").write_text("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.\n")
-    (tmp_path / "labels.json").write_text(json.dumps(
-        {"a.log": {"category": "host_oom", "culprit_rank": None, "source": "https://example.org"}}))
+    (tmp_path / "labels.json").write_text(
+        json.dumps({"a.log": {"category": "host_oom", "culprit_rank": None, "source": "https://example.org"}})
+    )
     assert main(["bench", "classify", "--json", "--corpus", str(tmp_path), "--repeat", "1"]) == 1
     result = json.loads(capsys.readouterr().out)
-    assert result["misses"] == [{"file": "a.log", "expected": "host_oom", "got": "gpu_fallen_off_bus",
-                                 "summary": result["misses"][0]["summary"]}]
+    assert result["misses"] == [
+        {
+            "file": "a.log",
+            "expected": "host_oom",
+            "got": "gpu_fallen_off_bus",
+            "summary": result["misses"][0]["summary"],
+        }
+    ]
 
 
 def test_bench_missing_corpus_is_usage_error(tmp_path, capsys):

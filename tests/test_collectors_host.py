@@ -84,8 +84,7 @@ def test_rank_liveness_sees_a_dead_and_a_zombie_process():
 
 
 def _ev(source, t, xid=79, gpu=0):
-    return GpuEvent(time=t, node="n", gpu=gpu, uuid=None, kind="xid", xid=xid, text="",
-                    source=source)
+    return GpuEvent(time=t, node="n", gpu=gpu, uuid=None, kind="xid", xid=xid, text="", source=source)
 
 
 def test_xid_reported_by_nvml_and_kernel_log_counts_once_but_bursts_stay():

@@ -64,14 +64,20 @@ def test_deterministic_for_a_seed(tmp_path):
 
 @pytest.mark.parametrize("xid", [79, 119, 120])
 def test_fatal_xid_loses_the_gpu(tmp_path, xid):
-    append_fault(tmp_path, GpuFault(time=T0 + 10, node="node0", gpu=3, kind="xid", xid=xid,
-                                    params={"pid": 4242, "name": "python"}))
+    append_fault(
+        tmp_path,
+        GpuFault(
+            time=T0 + 10, node="node0", gpu=3, kind="xid", xid=xid, params={"pid": 4242, "name": "python"}
+        ),
+    )
     sim = SimGpuCollector("node0", tmp_path, num_gpus=8, load=lambda g: 1.0)
     before, at, after = run(sim, [5, 10, 20])
     assert samples(before)[3].gpu_up and not events(before)
     evs = events(at)
     assert [(e.kind, e.xid, e.gpu, e.time, e.source, e.simulated) for e in evs] == [
-        ("xid", xid, 3, T0 + 10, "simulator", True), ("gpu_lost", xid, 3, T0 + 10, "simulator", True)]
+        ("xid", xid, 3, T0 + 10, "simulator", True),
+        ("gpu_lost", xid, 3, T0 + 10, "simulator", True),
+    ]
     for recs in (at, after):
         down = samples(recs)[3]
         assert down.gpu_up is False and down.temperature_celsius is None and down.power_watts is None
@@ -81,10 +87,18 @@ def test_fatal_xid_loses_the_gpu(tmp_path, xid):
 
 def test_xid_line_written_to_the_sim_kernel_log_parses_back_to_the_gpu(tmp_path):
     sim = SimGpuCollector("node0", tmp_path, num_gpus=8, started=T0)
-    klog = KernelLogCollector(KernelLogConfig(kernel_log=str(sim_kmsg_path(tmp_path, "node0"))),
-                              "node0", sim.identities(), simulated=True)
-    append_fault(tmp_path, GpuFault(time=T0 + 1, node="node0", gpu=5, kind="xid", xid=79,
-                                    params={"pid": 4242, "name": "python"}))
+    klog = KernelLogCollector(
+        KernelLogConfig(kernel_log=str(sim_kmsg_path(tmp_path, "node0"))),
+        "node0",
+        sim.identities(),
+        simulated=True,
+    )
+    append_fault(
+        tmp_path,
+        GpuFault(
+            time=T0 + 1, node="node0", gpu=5, kind="xid", xid=79, params={"pid": 4242, "name": "python"}
+        ),
+    )
     sim.collect(T0 + 2)
     text = sim_kmsg_path(tmp_path, "node0").read_text()
     assert "NVRM: Xid (PCI:0000:ab:00): 79, pid=4242, name=python, GPU has fallen off the bus." in text
@@ -97,8 +111,7 @@ def test_xid_line_written_to_the_sim_kernel_log_parses_back_to_the_gpu(tmp_path)
 
 @pytest.mark.parametrize("xid", [94, 48])
 def test_ecc_fault_raises_uncorrected_counters_and_its_xid(tmp_path, xid):
-    append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=1, kind="ecc", xid=xid,
-                                    params={"errors": 2}))
+    append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=1, kind="ecc", xid=xid, params={"errors": 2}))
     sim = SimGpuCollector("n", tmp_path, num_gpus=2, load=lambda g: 1.0)
     before, at = run(sim, [0, 10])
     assert samples(before)[1].ecc_uncorrected_volatile == 0
@@ -121,8 +134,7 @@ def test_ecc_without_xid_defaults_to_94_and_row_remap_xids_set_remap_state(tmp_p
 
 
 def test_thermal_fault_heats_past_slowdown_with_thermal_reasons_and_slower_clocks(tmp_path):
-    append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=0, kind="thermal",
-                                    params={"factor": 2.0}))
+    append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=0, kind="thermal", params={"factor": 2.0}))
     sim = SimGpuCollector("n", tmp_path, num_gpus=2, load=lambda g: 1.0)
     before, early, hot = (samples(r) for r in run(sim, [0, 10.5, 40]))  # default ramp: 2 s
     assert not before[0].clock_event_hw_thermal and before[0].temperature_celsius < 80
@@ -136,8 +148,7 @@ def test_thermal_fault_heats_past_slowdown_with_thermal_reasons_and_slower_clock
 
 
 def test_thermal_fault_with_a_duration_ends(tmp_path):
-    append_fault(tmp_path, GpuFault(time=T0, node="n", gpu=0, kind="thermal",
-                                    params={"duration_s": 30}))
+    append_fault(tmp_path, GpuFault(time=T0, node="n", gpu=0, kind="thermal", params={"duration_s": 30}))
     sim = SimGpuCollector("n", tmp_path, num_gpus=1, load=lambda g: 1.0)
     hot, cool = (samples(r)[0] for r in run(sim, [25, 60]))
     assert hot.clock_event_hw_thermal and not cool.clock_event_hw_thermal

@@ -34,12 +34,17 @@ def job_view(store):
 
 # -- shaping ----------------------------------------------------------------------------------
 
+
 def test_fleet_lists_jobs_incidents_and_marks_the_excluded_node(store):
     f = queries.read_fleet(str(store), time.time(), max_jobs=20)
     assert set(f.jobs["job_id"]) == {JOB, OK_JOB}
     (inc,) = f.incidents.to_dict("records")
     assert (inc["job_id"], inc["category"], inc["layer"], inc["root_cause"]) == (
-        JOB, "gpu_fallen_off_bus", "gpu", True)
+        JOB,
+        "gpu_fallen_off_bus",
+        "gpu",
+        True,
+    )
     assert inc["culprit"] == "rank 3, node node1, gpu 1"
     nodes = f.nodes.set_index("node")
     assert nodes.loc["node1", "excluded"] and not nodes.loc["node0", "excluded"]
@@ -79,10 +84,17 @@ def test_incident_detail_says_what_the_supervisor_did_and_how_it_ended(job_view)
 
 
 def test_incident_without_a_supervisor_record_names_the_recommended_action(job_view):
-    view = queries.JobView(job_view.job_id, job_view.analysis, job_view.data, job_view.steps,
-                           job_view.checkpoints, job_view.supervisor_incidents.iloc[0:0])
+    view = queries.JobView(
+        job_view.job_id,
+        job_view.analysis,
+        job_view.data,
+        job_view.steps,
+        job_view.checkpoints,
+        job_view.supervisor_incidents.iloc[0:0],
+    )
     assert shaping.incident_detail(view, 0).action_taken == (
-        "none recorded by the supervisor (recommended: restart_excluding_node)")
+        "none recorded by the supervisor (recommended: restart_excluding_node)"
+    )
 
 
 def test_open_incidents_close_once_the_job_completes(job_view):
@@ -99,8 +111,9 @@ def test_rank_grid_bins_steps_to_bound_the_heatmap():
 
 
 def test_clock_events_keep_reasons_and_flag_the_health_ones():
-    series = pd.DataFrame({"time": [1.0, 2.0, 3.0], "gpu": [0, 0, 1],
-                           "clock_event_reasons": [0x1, 0x4 | 0x40, None]})
+    series = pd.DataFrame(
+        {"time": [1.0, 2.0, 3.0], "gpu": [0, 0, 1], "clock_event_reasons": [0x1, 0x4 | 0x40, None]}
+    )
     pts = shaping.clock_event_points(series)
     assert list(zip(pts["reason"], pts["health"])) == [("sw power cap", False), ("hw thermal", True)]
     assert queries.gpu_health_word({"gpu_up": True, "clock_event_reasons": 0x40}) == "throttled"
@@ -125,6 +138,7 @@ def test_damaged_manifest_is_reported_and_the_rest_shown(tmp_path):
 
 # -- pages under AppTest ------------------------------------------------------------------------
 
+
 def _app(data_dir: Path, monkeypatch, **params: str) -> AppTest:
     monkeypatch.setenv(ENV_DATA_DIR, str(data_dir))
     at = AppTest.from_file(str(APP), default_timeout=60)
@@ -134,8 +148,11 @@ def _app(data_dir: Path, monkeypatch, **params: str) -> AppTest:
 
 
 def _text(at: AppTest) -> str:
-    parts = [e.value for kind in ("header", "markdown", "caption", "info", "success", "warning",
-                                  "error") for e in getattr(at, kind)]
+    parts = [
+        e.value
+        for kind in ("header", "markdown", "caption", "info", "success", "warning", "error")
+        for e in getattr(at, kind)
+    ]
     parts += [str(m.label) + " " + str(m.value) for m in at.metric]
     return "\n".join(str(p) for p in parts)
 
@@ -196,9 +213,14 @@ def test_incident_page_shows_verdict_evidence_consequences_and_action(store, mon
     at = _app(store, monkeypatch, page="incident", job=JOB, incident="0")
     assert not at.exception
     text = _text(at)
-    for expected in ("gpu_fallen_off_bus", "gpu", "rank 3, node node1, gpu 1",
-                     "restart_excluding_node excluding node1", "attempt 1 completed",
-                     "collective_timeout"):
+    for expected in (
+        "gpu_fallen_off_bus",
+        "gpu",
+        "rank 3, node node1, gpu 1",
+        "restart_excluding_node excluding node1",
+        "attempt 1 completed",
+        "collective_timeout",
+    ):
         assert expected in text, expected
     assert "Xid" in " ".join(at.dataframe[0].value["text"])
 
@@ -230,10 +252,32 @@ def test_corrupt_store_and_missing_dir_are_messages_not_tracebacks(tmp_path, mon
 def test_a_real_run_with_an_injected_exception_shows_its_culprit(tmp_path, monkeypatch):
     data = tmp_path / "data"
     run = subprocess.run(
-        [sys.executable, "-m", "triage.cli", "train", "--nnodes", "2", "--nproc-per-node", "2",
-         "--steps", "6", "--model", "tiny", "--inject", "exception@step=3,rank=1",
-         "--job-id", "real-job", "--data-dir", str(data), "--run-dir", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "train",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "2",
+            "--steps",
+            "6",
+            "--model",
+            "tiny",
+            "--inject",
+            "exception@step=3,rank=1",
+            "--job-id",
+            "real-job",
+            "--data-dir",
+            str(data),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert run.returncode != 0, run.stdout[-2000:]  # the injected exception failed the run
     assert ingest_spools(data).total_rows > 0
     at = _app(data, monkeypatch)
@@ -247,6 +291,7 @@ def test_a_real_run_with_an_injected_exception_shows_its_culprit(tmp_path, monke
 
 
 # -- the command ------------------------------------------------------------------------------
+
 
 def test_command_runs_streamlit_headless_without_telemetry():
     cmd = streamlit_command(DashboardConfig(port=8600))
@@ -284,10 +329,17 @@ def test_log_text_and_url_parameters_are_shown_as_text_never_markdown(tmp_path, 
     """A rank's exception message is shown as itself: no image, link, colour directive or
     HTML; a `?job=` that is no job id is not echoed."""
     from jobdata_builder import T0, JobBuilder
+
     b = JobBuilder("hostile").world(2, per_node=1)
     end = b.steps(0, range(3), T0 + 5)
-    b.event(0, 1, end + 0.5, "exception", HOSTILE,
-            traceback=f"Traceback (most recent call last):\n  File \"train.py\", line 3\n{HOSTILE}")
+    b.event(
+        0,
+        1,
+        end + 0.5,
+        "exception",
+        HOSTILE,
+        traceback=f'Traceback (most recent call last):\n  File "train.py", line 3\n{HOSTILE}',
+    )
     for r in range(2):
         b.event(0, r, end + 1, "exit", "exit code 1", exit_code=1)
     b.write_store(tmp_path)
@@ -313,10 +365,18 @@ def test_logs_page_shows_a_ranks_output_with_the_decisive_lines_marked(tmp_path,
     b.write_store(tmp_path)
     log = run_log_dir(tmp_path, "plain", "r1") / "attempt-0.log"
     log.parent.mkdir(parents=True)
-    log.write_text("\n".join(["[rank0]:step 0 loss 0.5", "[rank2]:step 0 loss 0.4",
-                              "[rank2]:ValueError: bad batch shape at step 1",
-                              "[rank0]:RuntimeError: Connection reset by peer",
-                              "<script>alert(1)</script>"]) + "\n")
+    log.write_text(
+        "\n".join(
+            [
+                "[rank0]:step 0 loss 0.5",
+                "[rank2]:step 0 loss 0.4",
+                "[rank2]:ValueError: bad batch shape at step 1",
+                "[rank0]:RuntimeError: Connection reset by peer",
+                "<script>alert(1)</script>",
+            ]
+        )
+        + "\n"
+    )
     at = _app(tmp_path, monkeypatch, page="logs", job="plain")
     assert not at.exception
     lines = at.dataframe[0].value
@@ -325,6 +385,8 @@ def test_logs_page_shows_a_ranks_output_with_the_decisive_lines_marked(tmp_path,
     assert list(lines["symptom"].fillna("")) == ["", "", False, True, ""]
     at.selectbox(key="log_rank").set_value(2).run()
     assert list(at.dataframe[0].value["text"]) == [
-        "[rank2]:step 0 loss 0.4", "[rank2]:ValueError: bad batch shape at step 1"]
+        "[rank2]:step 0 loss 0.4",
+        "[rank2]:ValueError: bad batch shape at step 1",
+    ]
     at.checkbox(key="log_decisive").check().run()
     assert list(at.dataframe[0].value["line"]) == [3]

@@ -27,9 +27,17 @@ PAGES = {
     "gpu": (f"?page=gpu&job={JOB}", False),
     "incident": (f"?page=incident&job={JOB}&incident=0", True),
 }
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--disable-sync",
-                  "--disable-quic", "--window-size=1440,1600"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+    "--window-size=1440,1600",
+]
 
 
 def _browser_paths() -> tuple[str, str]:
@@ -75,9 +83,12 @@ def test_every_page_renders_in_chromium(tmp_path):
     port = _free_port()
     base = f"http://127.0.0.1:{port}/"
     log = (tmp_path / "dashboard.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "triage.cli", "dashboard", "--data-dir", str(data),
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "HOME": str(tmp_path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "triage.cli", "dashboard", "--data-dir", str(data), "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in CHROMIUM_FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
@@ -91,7 +102,10 @@ def test_every_page_renders_in_chromium(tmp_path):
             wanted = [JOB] + ([CATEGORY] if shows_category else [])
             try:
                 WebDriverWait(browser, 60, poll_frequency=0.5).until(
-                    lambda b: all(w in b.find_element(By.TAG_NAME, "body").text for w in wanted))
+                    lambda b, wanted=wanted: all(
+                        w in b.find_element(By.TAG_NAME, "body").text for w in wanted
+                    )
+                )
             finally:
                 browser.save_screenshot(str(tmp_path / f"{name}.png"))
             body = browser.find_element(By.TAG_NAME, "body").text

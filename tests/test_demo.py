@@ -8,15 +8,19 @@ import subprocess
 import sys
 
 import pytest
-
 from procs import processes_with_job
+
 from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
 
 def demo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "triage.cli", "demo", *args],
-                          capture_output=True, text=True, timeout=timeout,
-                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "triage.cli", "demo", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_list_shows_every_scenario():
@@ -24,8 +28,7 @@ def test_list_shows_every_scenario():
     assert proc.returncode == 0, proc.stderr
     for name in SCENARIOS:
         assert name in proc.stdout
-    for required in ("hang", "straggler", "oom", "nan", "preemption", "disk-full", "network",
-                     "sdc"):
+    for required in ("hang", "straggler", "oom", "nan", "preemption", "disk-full", "network", "sdc"):
         assert required in SCENARIOS
 
 
@@ -42,8 +45,12 @@ def test_default_scenario_recovers_without_the_lost_gpus_node(tmp_path):
     assert report["status"] == "completed" and report["excluded_nodes"] == ["node1"]
     first, second = report["attempts"]
     assert first["verdict"]["category"] == SCENARIOS[DEFAULT_SCENARIO].category.value
-    assert first["verdict"]["culprit"] == {"rank": 3, "node": "node1", "gpu": 1,
-                                           "uuid": first["verdict"]["culprit"]["uuid"]}
+    assert first["verdict"]["culprit"] == {
+        "rank": 3,
+        "node": "node1",
+        "gpu": 1,
+        "uuid": first["verdict"]["culprit"]["uuid"],
+    }
     assert first["detection"] == "gpu_fault"  # the Xid itself, not the hang it causes
     assert first["action"] == "restart_excluding_node"
     assert second["outcome"] == "completed" and second["resumed_from_step"] == 5

@@ -29,42 +29,85 @@ def scrape(state: ExporterState) -> dict[str, list[tuple[dict[str, str], float]]
 
 
 def gpu_sample(gpu: int = 0, **readings) -> GpuSample:
-    return GpuSample(time=NOW, node="n0", gpu=gpu, uuid=f"GPU-{gpu}", name="H100", serial=None,
-                     pci_bus_id=None, simulated=False, **readings)
+    return GpuSample(
+        time=NOW,
+        node="n0",
+        gpu=gpu,
+        uuid=f"GPU-{gpu}",
+        name="H100",
+        serial=None,
+        pci_bus_id=None,
+        simulated=False,
+        **readings,
+    )
 
 
 def values(samples, name: str, **match) -> list[float]:
-    return [v for labels, v in samples.get(name, [])
-            if all(labels.get(k) == str(x) for k, x in match.items())]
+    return [
+        v for labels, v in samples.get(name, []) if all(labels.get(k) == str(x) for k, x in match.items())
+    ]
 
 
 def test_unreadable_counters_have_no_series_while_reported_ones_start_at_zero():
     state = ExporterState("n0", clock=lambda: NOW)
-    state.observe_gpu_sample(gpu_sample(0, ecc_corrected_volatile=0, ecc_uncorrected_volatile=0,
-                                        pcie_replay_total=0, nvlink_crc_errors_total=0,
-                                        nvlink_replay_errors_total=0,
-                                        nvlink_recovery_errors_total=0))
+    state.observe_gpu_sample(
+        gpu_sample(
+            0,
+            ecc_corrected_volatile=0,
+            ecc_uncorrected_volatile=0,
+            pcie_replay_total=0,
+            nvlink_crc_errors_total=0,
+            nvlink_replay_errors_total=0,
+            nvlink_recovery_errors_total=0,
+        )
+    )
     state.observe_gpu_sample(gpu_sample(1, unsupported=("ecc_corrected_volatile",)))
     m = scrape(state)
     assert values(m, "triage_gpu_ecc_errors_total", gpu=0, type="uncorrected") == [0.0]
     assert values(m, "triage_gpu_pcie_replay_total", gpu=0) == [0.0]
     assert len(values(m, "triage_gpu_nvlink_errors_total", gpu=0)) == 3
-    for name in ("triage_gpu_ecc_errors_total", "triage_gpu_pcie_replay_total",
-                 "triage_gpu_nvlink_errors_total", "triage_gpu_temperature_celsius"):
+    for name in (
+        "triage_gpu_ecc_errors_total",
+        "triage_gpu_pcie_replay_total",
+        "triage_gpu_nvlink_errors_total",
+        "triage_gpu_temperature_celsius",
+    ):
         assert values(m, name, gpu=1) == [], name
     assert values(m, "triage_gpu_up", gpu=1) == [1.0]
     # Xid counters exist at 0 for every alerted Xid on every GPU, so increase() sees the first.
-    assert sorted(labels["xid"] for labels, _ in m["triage_gpu_xid_errors_total"]
-                  if labels["gpu"] == "1") == sorted(ALERTED_XIDS)
+    assert sorted(
+        labels["xid"] for labels, _ in m["triage_gpu_xid_errors_total"] if labels["gpu"] == "1"
+    ) == sorted(ALERTED_XIDS)
 
 
 def test_lost_gpu_keeps_identity_at_up_zero_and_drops_its_readings():
     state = ExporterState("n0", clock=lambda: NOW)
     state.observe_gpu_sample(gpu_sample(0, temperature_celsius=50.0, ecc_uncorrected_volatile=0))
-    state.observe_gpu_sample(GpuSample(time=NOW + 1, node="n0", gpu=0, uuid=None, name=None,
-                                       serial=None, pci_bus_id=None, simulated=False, gpu_up=False))
-    state.observe_xid(GpuEvent(time=NOW, node="n0", gpu=0, uuid="GPU-0", kind="xid", xid=79,
-                               text="fallen off", source="kernel_log"))
+    state.observe_gpu_sample(
+        GpuSample(
+            time=NOW + 1,
+            node="n0",
+            gpu=0,
+            uuid=None,
+            name=None,
+            serial=None,
+            pci_bus_id=None,
+            simulated=False,
+            gpu_up=False,
+        )
+    )
+    state.observe_xid(
+        GpuEvent(
+            time=NOW,
+            node="n0",
+            gpu=0,
+            uuid="GPU-0",
+            kind="xid",
+            xid=79,
+            text="fallen off",
+            source="kernel_log",
+        )
+    )
     m = scrape(state)
     assert values(m, "triage_gpu_up", gpu=0, uuid="GPU-0") == [0.0]
     assert values(m, "triage_gpu_temperature_celsius", gpu=0) == []
@@ -78,14 +121,37 @@ def rank(job: str, attempt: int, r: int, **kw) -> RankUpdate:
 
 def test_jobs_export_live_ranks_of_the_newest_attempt_with_zeroed_counters():
     state = ExporterState("n0", live_window_s=60, clock=lambda: NOW)
-    state.apply_progress(ProgressBatch(
-        ranks=[rank("j", 0, 0, start_time=NOW - 500, max_step=9, last_step_end=NOW - 400,
-                    last_heartbeat=NOW - 1, world_size=4),  # hung: heartbeats, no steps
-               rank("j", 0, 1, start_time=NOW - 500, max_step=9, last_step_end=NOW - 400,
-                    last_heartbeat=NOW - 1, exited=True),
-               rank("j", 0, 2, start_time=NOW - 500, last_heartbeat=NOW - 300)],  # silent
-        step_buckets={"j": [0, 0, 0, 0, 3] + [0] * 8}, step_time_sum={"j": 2.7},
-        recent_steps=[RecentStep("j", "", 0, 0, 9, 1000, 0.5)]), NOW)
+    state.apply_progress(
+        ProgressBatch(
+            ranks=[
+                rank(
+                    "j",
+                    0,
+                    0,
+                    start_time=NOW - 500,
+                    max_step=9,
+                    last_step_end=NOW - 400,
+                    last_heartbeat=NOW - 1,
+                    world_size=4,
+                ),  # hung: heartbeats, no steps
+                rank(
+                    "j",
+                    0,
+                    1,
+                    start_time=NOW - 500,
+                    max_step=9,
+                    last_step_end=NOW - 400,
+                    last_heartbeat=NOW - 1,
+                    exited=True,
+                ),
+                rank("j", 0, 2, start_time=NOW - 500, last_heartbeat=NOW - 300),
+            ],  # silent
+            step_buckets={"j": [0, 0, 0, 0, 3] + [0] * 8},
+            step_time_sum={"j": 2.7},
+            recent_steps=[RecentStep("j", "", 0, 0, 9, 1000, 0.5)],
+        ),
+        NOW,
+    )
     m = scrape(state)
     assert values(m, "triage_job_last_progress_timestamp_seconds", job="j") == [NOW - 400]
     assert values(m, "triage_job_step", job="j", rank=0) == [9.0]
@@ -101,8 +167,7 @@ def test_jobs_export_live_ranks_of_the_newest_attempt_with_zeroed_counters():
     m = scrape(state)
     assert values(m, "triage_job_restarts_total", job="j") == [2.0]
     assert values(m, "triage_job_last_progress_timestamp_seconds", job="j") == [NOW - 5]
-    assert values(m, "triage_incidents_total", job="j", category="gpu_fallen_off_bus",
-                  layer="gpu") == [1.0]
+    assert values(m, "triage_incidents_total", job="j", category="gpu_fallen_off_bus", layer="gpu") == [1.0]
 
 
 def test_silent_jobs_expire():
@@ -115,8 +180,9 @@ def test_metrics_over_http_parse_and_follow_the_catalog():
     state = ExporterState("n0", clock=lambda: NOW)
     state.observe_gpu_sample(gpu_sample(0, temperature_celsius=40.0, ecc_uncorrected_volatile=0))
     state.register_collector("host")
-    state.apply_progress(ProgressBatch(ranks=[rank("j", 0, 0, last_heartbeat=NOW, max_step=1,
-                                                   last_step_end=NOW)]), NOW)
+    state.apply_progress(
+        ProgressBatch(ranks=[rank("j", 0, 0, last_heartbeat=NOW, max_step=1, last_step_end=NOW)]), NOW
+    )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StateCollector(state))
     server = MetricsServer(registry, "127.0.0.1", 0)
@@ -132,6 +198,11 @@ def test_metrics_over_http_parse_and_follow_the_catalog():
             assert catalog is not None, s.name
             assert set(s.labels) == set(catalog.sample_labels(s.name)), s
             seen.add(catalog.name)
-    assert {"triage_gpu_up", "triage_job_step", "triage_job_step_time_seconds",
-            "triage_collector_errors_total", "triage_agent_up"} <= seen
+    assert {
+        "triage_gpu_up",
+        "triage_job_step",
+        "triage_job_step_time_seconds",
+        "triage_collector_errors_total",
+        "triage_agent_up",
+    } <= seen
     assert all(name in BY_NAME for name in seen)

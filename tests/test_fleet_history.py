@@ -29,21 +29,55 @@ TRIAGE = [sys.executable, "-m", "triage.cli"]
 
 
 def train(run_dir: Path, *inject: str, nnodes: int = 3, steps: int = 8) -> list[str]:
-    return [*TRIAGE, "train", "--nnodes", str(nnodes), "--nproc-per-node", "1", "--model",
-            "tiny", "--steps", str(steps), "--checkpoint-every", "3", "--collective-timeout",
-            "6", "--shutdown-timeout", "5", "--run-dir", str(run_dir),
-            *[a for spec in inject for a in ("--inject", spec)]]
+    return [
+        *TRIAGE,
+        "train",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        "1",
+        "--model",
+        "tiny",
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        "3",
+        "--collective-timeout",
+        "6",
+        "--shutdown-timeout",
+        "5",
+        "--run-dir",
+        str(run_dir),
+        *[a for spec in inject for a in ("--inject", spec)],
+    ]
 
 
 def run_args(data_dir: Path, job: str, *extra: str) -> list[str]:
-    return [*TRIAGE, "run", "--data-dir", str(data_dir), "--job-id", job, "--json",
-            "--backoff", "0", "--grace", "3", "--hang-timeout", "20", "--agent-interval", "0.5",
-            *extra, "--"]
+    return [
+        *TRIAGE,
+        "run",
+        "--data-dir",
+        str(data_dir),
+        "--job-id",
+        job,
+        "--json",
+        "--backoff",
+        "0",
+        "--grace",
+        "3",
+        "--hang-timeout",
+        "20",
+        "--agent-interval",
+        "0.5",
+        *extra,
+        "--",
+    ]
 
 
 def supervise(data_dir: Path, job: str, command: list[str], *extra: str) -> dict:
-    out = subprocess.run([*run_args(data_dir, job, *extra), *command], capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [*run_args(data_dir, job, *extra), *command], capture_output=True, text=True, timeout=600
+    )
     assert out.stdout, f"triage run printed no report (exit {out.returncode}): {out.stderr}"
     report = json.loads(out.stdout)
     report["exit_code"], report["stderr"] = out.returncode, out.stderr
@@ -77,7 +111,13 @@ def test_each_job_in_a_shared_data_dir_is_diagnosed_on_its_own_evidence(tmp_path
     assert a["attempts"][0]["quarantine"]["gpu"] == 0
     (entry,) = read_ledger(data)
     assert (entry.node, entry.gpu, entry.category, entry.xid, entry.job_id, entry.run_id) == (
-        "node2", 0, "gpu_fallen_off_bus", 79, "shared", a["run_id"])
+        "node2",
+        0,
+        "gpu_fallen_off_bus",
+        79,
+        "shared",
+        a["run_id"],
+    )
 
     # Job B: node2 is left out from the start, so it runs on node0 and node1; a KeyError in
     # rank 1 (node1): a user bug, fail fast; not the old GPU, no node excluded.
@@ -116,7 +156,10 @@ def test_each_job_in_a_shared_data_dir_is_diagnosed_on_its_own_evidence(tmp_path
     assert root_causes(older) == ["gpu_fallen_off_bus"]
     runs = cli_json("jobs", "--data-dir", str(data))["runs"]
     assert sorted((r["job_id"], r["status"]) for r in runs) == [
-        ("bug", "failed"), ("shared", "completed"), ("shared", "completed")]
+        ("bug", "failed"),
+        ("shared", "completed"),
+        ("shared", "completed"),
+    ]
 
 
 def test_jobs_side_by_side_on_one_data_dir_and_one_id_at_a_time(tmp_path):
@@ -124,18 +167,31 @@ def test_jobs_side_by_side_on_one_data_dir_and_one_id_at_a_time(tmp_path):
     second supervisor of a running job id is refused at once, and disturbs nothing."""
     data = tmp_path / "data"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    left = subprocess.Popen([*run_args(data, "left"), *train(tmp_path / "l", nnodes=2, steps=10)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    left = subprocess.Popen(
+        [*run_args(data, "left"), *train(tmp_path / "l", nnodes=2, steps=10)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
-    while (partition_holder(data, "node0") is None or partition_holder(data, "node1") is None
-           ) and time.monotonic() < deadline:
+    while (
+        partition_holder(data, "node0") is None or partition_holder(data, "node1") is None
+    ) and time.monotonic() < deadline:
         time.sleep(0.2)  # left's agents hold both nodes' partitions
     right = subprocess.Popen(
-        [*run_args(data, "right"), *train(tmp_path / "r", "kill@step=4,rank=0", nnodes=2,
-                                          steps=10)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    again = subprocess.run([*run_args(data, "left"), *train(tmp_path / "l2", nnodes=2)],
-                           capture_output=True, text=True, timeout=120)
+        [*run_args(data, "right"), *train(tmp_path / "r", "kill@step=4,rank=0", nnodes=2, steps=10)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    again = subprocess.run(
+        [*run_args(data, "left"), *train(tmp_path / "l2", nnodes=2)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 2
     assert "job 'left' is already running" in again.stderr and again.stdout == ""
     outs = {}
@@ -152,8 +208,7 @@ def test_jobs_side_by_side_on_one_data_dir_and_one_id_at_a_time(tmp_path):
     for job, report in outs.items():
         mine = cli_json("analyze", job, "--data-dir", str(data))
         assert mine["run_id"] == report["run_id"]
-        assert {r["job_id"] for r in cli_json("jobs", "--data-dir", str(data))["runs"]} == {
-            "left", "right"}
+        assert {r["job_id"] for r in cli_json("jobs", "--data-dir", str(data))["runs"]} == {"left", "right"}
     assert not processes_with_job("left") and not processes_with_job("right")
     # right found both partitions held by left's agents, and used them meanwhile
     for node in ("node0", "node1"):

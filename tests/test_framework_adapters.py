@@ -18,10 +18,12 @@ def stored(data_dir: Path, job: str) -> tuple[list[tuple], list[tuple]]:
     ingest_spools(data_dir)
     with open_snapshot(data_dir) as snap:
         steps = snap.con.execute(
-            "SELECT step, loss IS NOT NULL, grad_norm IS NOT NULL FROM steps WHERE job_id = ? "
-            "ORDER BY step", [job]).fetchall()
+            "SELECT step, loss IS NOT NULL, grad_norm IS NOT NULL FROM steps WHERE job_id = ? ORDER BY step",
+            [job],
+        ).fetchall()
         events = snap.con.execute(
-            "SELECT kind, detail FROM events WHERE job_id = ? ORDER BY time", [job]).fetchall()
+            "SELECT kind, detail FROM events WHERE job_id = ? ORDER BY time", [job]
+        ).fetchall()
     return steps, events
 
 
@@ -58,10 +60,18 @@ def lightning_trainer(tmp_path: Path, job: str, **kwargs):
 
     from triage.trainer_hooks.lightning_callback import TriageCallback
 
-    return pl.Trainer(max_steps=6, accelerator="cpu", devices=1, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, default_root_dir=str(tmp_path),
-                      callbacks=[TriageCallback(config(tmp_path, job))], **kwargs)
+    return pl.Trainer(
+        max_steps=6,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        callbacks=[TriageCallback(config(tmp_path, job))],
+        **kwargs,
+    )
 
 
 def test_lightning_callback_records_every_optimizer_step(tmp_path):
@@ -99,12 +109,20 @@ def test_hf_trainer_callback_records_every_optimizer_step(tmp_path):
             return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
 
     data = [{"x": torch.randn(8), "labels": torch.randn(1)} for _ in range(40)]
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=5,
-                             per_device_train_batch_size=4, report_to=[], save_strategy="no",
-                             use_cpu=True, disable_tqdm=True, max_grad_norm=1.0,
-                             logging_strategy="no")
-    Trainer(model=Tiny(), args=args, train_dataset=data,
-            callbacks=[TriageTrainerCallback(config(tmp_path, "hf"))]).train()
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=5,
+        per_device_train_batch_size=4,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        max_grad_norm=1.0,
+        logging_strategy="no",
+    )
+    Trainer(
+        model=Tiny(), args=args, train_dataset=data, callbacks=[TriageTrainerCallback(config(tmp_path, "hf"))]
+    ).train()
     steps, events = stored(tmp_path, "hf")
     assert [(s, loss) for s, loss, _ in steps] == [(s, True) for s in range(1, 6)]
     assert [k for k, _ in events][-1] == "exit"

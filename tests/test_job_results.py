@@ -11,14 +11,36 @@ from triage.store.layout import SUPERVISOR_PARTITION
 
 
 def incident(job: str, category: str, t: float) -> dict:
-    return {"job_id": job, "attempt": 0, "time": t, "category": category, "layer": "hardware",
-            "action": "restart", "confidence": 0.9, "summary": category}
+    return {
+        "job_id": job,
+        "attempt": 0,
+        "time": t,
+        "category": category,
+        "layer": "hardware",
+        "action": "restart",
+        "confidence": 0.9,
+        "summary": category,
+    }
 
 
-def score(job: str, name: str, t: float, value: float, rank: int | None = None,
-          node: str | None = None, attempt: int = 0) -> dict:
-    return {"job_id": job, "attempt": attempt, "time": t, "name": name, "rank": rank,
-            "node": node, "value": value}
+def score(
+    job: str,
+    name: str,
+    t: float,
+    value: float,
+    rank: int | None = None,
+    node: str | None = None,
+    attempt: int = 0,
+) -> dict:
+    return {
+        "job_id": job,
+        "attempt": attempt,
+        "time": t,
+        "name": name,
+        "rank": rank,
+        "node": node,
+        "value": value,
+    }
 
 
 @pytest.fixture
@@ -35,19 +57,22 @@ def test_no_supervisor_partition_reads_nothing(tmp_path):
     assert reader.new_scores(["j"]) == []
 
 
-def test_incidents_are_counted_per_job_and_category_and_recounted_after_a_change(tmp_path,
-                                                                                supervisor):
-    supervisor.append_rows("incidents", [incident("j", "gpu_fallen_off_bus", 10.0),
-                                         incident("other", "oom", 11.0)])
-    supervisor.append_rows("incidents", [incident("j", "gpu_fallen_off_bus", 20.0),
-                                         incident("j", "hang", 21.0)])
+def test_incidents_are_counted_per_job_and_category_and_recounted_after_a_change(tmp_path, supervisor):
+    supervisor.append_rows(
+        "incidents", [incident("j", "gpu_fallen_off_bus", 10.0), incident("other", "oom", 11.0)]
+    )
+    supervisor.append_rows(
+        "incidents", [incident("j", "gpu_fallen_off_bus", 20.0), incident("j", "hang", 21.0)]
+    )
     reader = JobResultsReader(tmp_path)
     reader.refresh()
     assert reader.incident_counts(["j"]) == {"j": {"gpu_fallen_off_bus": 2, "hang": 1}}
     supervisor.append_rows("incidents", [incident("j", "hang", 30.0)])
     reader.refresh()
     assert reader.incident_counts(["j", "other"]) == {
-        "j": {"gpu_fallen_off_bus": 2, "hang": 2}, "other": {"oom": 1}}
+        "j": {"gpu_fallen_off_bus": 2, "hang": 2},
+        "other": {"oom": 1},
+    }
     # Compaction rewrites the same rows into a new file: counted once, not twice.
     assert compact(supervisor)
     reader.refresh()
@@ -55,14 +80,21 @@ def test_incidents_are_counted_per_job_and_category_and_recounted_after_a_change
 
 
 def test_scores_are_returned_once_oldest_first_and_only_for_the_jobs_asked(tmp_path, supervisor):
-    supervisor.append_rows("job_scores", [score("j", "goodput_ratio", 100.0, 0.8),
-                                          score("j", "straggler_score", 100.0, 1.4, 3, "n1"),
-                                          score("other", "goodput_ratio", 100.0, 0.1)])
+    supervisor.append_rows(
+        "job_scores",
+        [
+            score("j", "goodput_ratio", 100.0, 0.8),
+            score("j", "straggler_score", 100.0, 1.4, 3, "n1"),
+            score("other", "goodput_ratio", 100.0, 0.1),
+        ],
+    )
     reader = JobResultsReader(tmp_path)
     reader.refresh()
     first = reader.new_scores(["j"])
     assert sorted((s.name, s.rank or -1, s.node or "", s.value) for s in first) == [
-        ("goodput_ratio", -1, "", 0.8), ("straggler_score", 3, "n1", 1.4)]
+        ("goodput_ratio", -1, "", 0.8),
+        ("straggler_score", 3, "n1", 1.4),
+    ]
     reader.refresh()
     assert reader.new_scores(["j"]) == []  # nothing new
     supervisor.append_rows("job_scores", [score("j", "goodput_ratio", 160.0, 0.85)])

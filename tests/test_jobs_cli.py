@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from triage.cli import main
 from store_spools import write_rank
+
+from triage.cli import main
 
 
 def test_lists_jobs_after_ingesting_pending_spools(tmp_path, capsys):

@@ -8,7 +8,9 @@ import pytest
 from triage.collectors.kernel_log import KernelLogCollector, KernelLogConfig, KmsgSource
 from triage.collectors.records import GpuEvent, GpuIdentity, KernelLogEvent, Unavailable
 
-XID = "2024-08-09T13:32:56.000000+00:00 node0 kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=7, name=python, DBE\n"
+XID = (
+    "2024-08-09T13:32:56.000000+00:00 node0 kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=7, name=python, DBE\n"
+)
 GPUS = [GpuIdentity(gpu=0, uuid="GPU-a", pci_bus_id="0000:18:00")]
 
 
@@ -47,7 +49,8 @@ def test_one_oom_kill_printed_twice_is_one_event(tmp_path):
         "[2059991.491436] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
         "mems_allowed=0,global_oom,task_memcg=/user.slice,task=python3,pid=25315,uid=0\n"
         "[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244kB\n"
-        "[2059999.000000] Out of memory: Killed process 25400 (python3) total-vm:53312244kB\n")
+        "[2059999.000000] Out of memory: Killed process 25400 (python3) total-vm:53312244kB\n"
+    )
     assert [e.pid for e in kernel_events(c.collect(1.0))] == [25315, 25400]
 
 

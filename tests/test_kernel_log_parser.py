@@ -66,10 +66,16 @@ def test_gpu_event_from_kernel_log_carries_uuid_and_kind():
     assert gpu_event_from(oom, ident) is None
 
 
-@pytest.mark.parametrize("raw,want", [
-    ("00000000:3B:00.0", "0000:3b:00"), (b"00000000:3B:00.0\x00", "0000:3b:00"),
-    ("PCI:0000:3b:00", "0000:3b:00"), ("3b:00.0", "0000:3b:00"), ("00010003:00:00.0", "10003:00:00"),
-])
+@pytest.mark.parametrize(
+    "raw,want",
+    [
+        ("00000000:3B:00.0", "0000:3b:00"),
+        (b"00000000:3B:00.0\x00", "0000:3b:00"),
+        ("PCI:0000:3b:00", "0000:3b:00"),
+        ("3b:00.0", "0000:3b:00"),
+        ("00010003:00:00.0", "10003:00:00"),
+    ],
+)
 def test_pci_bus_ids_normalise_to_the_kernel_form(raw, want):
     assert normalize_pci_bus_id(raw) == want
 

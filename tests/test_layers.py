@@ -26,17 +26,18 @@ LAYERS = {
 #: Faces that may import anything of ours (the CLI entry point dispatches to every command).
 UNRESTRICTED = {"triage/cli.py"}
 #: Same-layer imports that would tangle parts that must stay independent.
-FORBIDDEN_PAIRS = {("triage.trainer_hooks", "triage.collectors"),
-                   ("triage.collectors", "triage.trainer_hooks"),
-                   ("triage.reference_trainer", "triage.store")}
+FORBIDDEN_PAIRS = {
+    ("triage.trainer_hooks", "triage.collectors"),
+    ("triage.collectors", "triage.trainer_hooks"),
+    ("triage.reference_trainer", "triage.store"),
+}
 
 
 def _layer_of_module(name: str) -> tuple[str, int] | None:
     best = None
     for pkg, layer in LAYERS.values():
-        if name == pkg or name.startswith(pkg + "."):
-            if best is None or len(pkg) > len(best[0]):
-                best = (pkg, layer)
+        if (name == pkg or name.startswith(pkg + ".")) and (best is None or len(pkg) > len(best[0])):
+            best = (pkg, layer)
     return best
 
 
@@ -74,8 +75,10 @@ def test_no_module_imports_a_higher_layer():
                 if target is None:
                     continue
                 if target[1] > layer or (pkg, target[0]) in FORBIDDEN_PAIRS:
-                    bad.append(f"{rel}:{lineno} ({pkg}, layer {layer}) imports {mod} "
-                               f"({target[0]}, layer {target[1]})")
+                    bad.append(
+                        f"{rel}:{lineno} ({pkg}, layer {layer}) imports {mod} "
+                        f"({target[0]}, layer {target[1]})"
+                    )
     assert not bad, "imports against the one-way rule:\n" + "\n".join(bad)
 
 

@@ -24,71 +24,128 @@ C = Category
 # One real line per signature family (sources in tests/data/logs/labels.json).
 REAL_LINES = [
     ("[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered", C.GPU_MEMORY_ERROR),
-    ("NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double bit error (DBE) has been detected "
-     "on GPU in the framebuffer at partition 4, subpartition 1", C.GPU_MEMORY_ERROR),
-    ("NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
-     "reset gpu to activate.", C.GPU_MEMORY_ERROR),
-    ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error",
-     C.GPU_MEMORY_ERROR),
-    ("[155044.078590] NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.",
-     C.GPU_FALLEN_OFF_BUS),
-    ("NVRM: Xid (PCI:0004:01:00): 119, pid=430, name=nv_queue, Timeout waiting for RPC from GSP!",
-     C.GPU_FALLEN_OFF_BUS),
-    ("kernel: NVRM: Xid (PCI:0000:c1:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal "
-     "error detected on link 1", C.NVLINK_ERROR),
-    ("[ 130.456250] [ T1946] NVRM: Xid (PCI:0000:2b:00): 31, pid=1942, name=llama-bench, channel "
-     "0x00000002, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC6", C.CUDA_ERROR),
-    ("ERROR [1514002:1514004] [[Health]] Detected a WARNING in health system Thermal: 'Detected "
-     "clocks event due to thermal violation in GPU 2.", C.GPU_THROTTLING),
-    ("kernel: pcieport 0000:03:04.0: PCIe Bus Error: severity=Uncorrectable (Fatal), "
-     "type=Transaction Layer, (Receiver ID)", C.PCIE_ERROR),
+    (
+        "NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double bit error (DBE) has been detected "
+        "on GPU in the framebuffer at partition 4, subpartition 1",
+        C.GPU_MEMORY_ERROR,
+    ),
+    (
+        "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
+        "reset gpu to activate.",
+        C.GPU_MEMORY_ERROR,
+    ),
+    ("NVRM: Xid (PCI:0000:9b:00): 94, pid=1234, name=python3, Contained ECC error", C.GPU_MEMORY_ERROR),
+    ("[155044.078590] NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.", C.GPU_FALLEN_OFF_BUS),
+    (
+        "NVRM: Xid (PCI:0004:01:00): 119, pid=430, name=nv_queue, Timeout waiting for RPC from GSP!",
+        C.GPU_FALLEN_OFF_BUS,
+    ),
+    (
+        "kernel: NVRM: Xid (PCI:0000:c1:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal "
+        "error detected on link 1",
+        C.NVLINK_ERROR,
+    ),
+    (
+        "[ 130.456250] [ T1946] NVRM: Xid (PCI:0000:2b:00): 31, pid=1942, name=llama-bench, channel "
+        "0x00000002, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC6",
+        C.CUDA_ERROR,
+    ),
+    (
+        "ERROR [1514002:1514004] [[Health]] Detected a WARNING in health system Thermal: 'Detected "
+        "clocks event due to thermal violation in GPU 2.",
+        C.GPU_THROTTLING,
+    ),
+    (
+        "kernel: pcieport 0000:03:04.0: PCIe Bus Error: severity=Uncorrectable (Fatal), "
+        "type=Transaction Layer, (Receiver ID)",
+        C.PCIE_ERROR,
+    ),
     ("pcieport 0000:00:01.0: AER: Corrected error received: id=0008", C.PCIE_ERROR),
-    ("[441280.839852] Out of memory: Killed process 698405 (python) total-vm:49978204kB, "
-     "anon-rss:12918388kB", C.HOST_OOM),
-    ("[rank0]: RuntimeError: DataLoader worker (pid 9382) is killed by signal: Killed. ",
-     C.HOST_OOM),
+    (
+        "[441280.839852] Out of memory: Killed process 698405 (python) total-vm:49978204kB, "
+        "anon-rss:12918388kB",
+        C.HOST_OOM,
+    ),
+    ("[rank0]: RuntimeError: DataLoader worker (pid 9382) is killed by signal: Killed. ", C.HOST_OOM),
     ("OSError: [Errno 28] No space left on device", C.STORAGE_ERROR),
     ("OSError: [Errno 122] Disk quota exceeded", C.STORAGE_ERROR),
     ("[rank1]: OSError: [Errno 116] Stale file handle: xxx", C.STORAGE_ERROR),
     ("salloc: error: Node failure on worker-1", C.NODE_FAILURE),
     ("Kernel panic - not syncing: hung_task: blocked tasks", C.NODE_FAILURE),
-    ("slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:30:21 DUE TO "
-     "TIME LIMIT ***", C.PREEMPTION),
-    ("slurmstepd: error: *** JOB 32391783 ON cn119 CANCELLED AT 2021-06-18T13:05:36 DUE TO "
-     "PREEMPTION ***", C.PREEMPTION),
-    ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the "
-     "C10d store has failed. See inner exception for details.", C.RENDEZVOUS_ERROR),
-    ("RuntimeError: The server socket has failed to listen on any local network address. port: "
-     "29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use.",
-     C.RENDEZVOUS_ERROR),
-    ("kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
-     "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)", C.NETWORK_ERROR),
-    ("RuntimeError: NCCL error in: .../ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL "
-     "version 2.10.3", C.NETWORK_ERROR),
-    ("[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: "
-     "WorkNCCL(SeqNum=7487, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
-     "1800096 milliseconds before timing out.", C.COLLECTIVE_TIMEOUT),
-    ("[rank0]:[E907 22:34:22.823452114 ProcessGroupNCCL.cpp:1515] [PG 0 (default_pg) Rank 0] "
-     "Process group watchdog thread terminated with exception: CUDA error: an illegal memory "
-     "access was encountered", C.CUDA_ERROR),
-    ("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, "
-     "opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`", C.CUDA_ERROR),
-    ("RuntimeError: CUDA error: no kernel image is available for execution on the device",
-     C.ENVIRONMENT_ERROR),
-    ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
-     C.ENVIRONMENT_ERROR),
+    (
+        "slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:30:21 DUE TO "
+        "TIME LIMIT ***",
+        C.PREEMPTION,
+    ),
+    (
+        "slurmstepd: error: *** JOB 32391783 ON cn119 CANCELLED AT 2021-06-18T13:05:36 DUE TO PREEMPTION ***",
+        C.PREEMPTION,
+    ),
+    (
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the "
+        "C10d store has failed. See inner exception for details.",
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        "RuntimeError: The server socket has failed to listen on any local network address. port: "
+        "29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use.",
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
+        "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+        C.NETWORK_ERROR,
+    ),
+    (
+        "RuntimeError: NCCL error in: .../ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL "
+        "version 2.10.3",
+        C.NETWORK_ERROR,
+    ),
+    (
+        "[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7487, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+        "1800096 milliseconds before timing out.",
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    (
+        "[rank0]:[E907 22:34:22.823452114 ProcessGroupNCCL.cpp:1515] [PG 0 (default_pg) Rank 0] "
+        "Process group watchdog thread terminated with exception: CUDA error: an illegal memory "
+        "access was encountered",
+        C.CUDA_ERROR,
+    ),
+    (
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, "
+        "opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+        C.CUDA_ERROR,
+    ),
+    (
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        C.ENVIRONMENT_ERROR,
+    ),
+    ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).", C.ENVIRONMENT_ERROR),
     ("RuntimeError: Error(s) in loading state_dict for Generator:", C.CHECKPOINT_ERROR),
-    ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central "
-     "directory", C.CHECKPOINT_ERROR),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total "
-     "capacity of 15.69 GiB of which 3.71 GiB is free.", C.GPU_OOM),
-    ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting "
-     "run.", C.NUMERICAL_INSTABILITY),
+    (
+        "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total "
+        "capacity of 15.69 GiB of which 3.71 GiB is free.",
+        C.GPU_OOM,
+    ),
+    (
+        "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+        C.NUMERICAL_INSTABILITY,
+    ),
     ("Loss is nan, stopping training", C.NUMERICAL_INSTABILITY),
-    ("RuntimeError: DataLoader worker (pid 25902) is killed by signal: Segmentation fault",
-     C.DATA_PIPELINE_ERROR),
-    ("UnidentifiedImageError: Caught UnidentifiedImageError in DataLoader worker process 0.",
-     C.DATA_PIPELINE_ERROR),
+    (
+        "RuntimeError: DataLoader worker (pid 25902) is killed by signal: Segmentation fault",
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (
+        "UnidentifiedImageError: Caught UnidentifiedImageError in DataLoader worker process 0.",
+        C.DATA_PIPELINE_ERROR,
+    ),
     ("RuntimeError: CUDA error: device-side assert triggered", C.USER_CODE_ERROR),
     ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x2 and 6x64)", C.USER_CODE_ERROR),
     ("KeyError: 'g'", C.USER_CODE_ERROR),
@@ -109,15 +166,18 @@ def test_every_category_with_a_textual_signature_is_covered():
     assert set(Category) - covered == {C.STRAGGLER, C.SILENT_DATA_CORRUPTION, C.UNKNOWN}
 
 
-@pytest.mark.parametrize("line", [
-    "[0] node0:13571:13571 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
-    "libnccl-net.so: cannot open shared object file: No such file or directory",
-    "hostname-test:986:1338 [6] NCCL INFO NCCL_IB_TIMEOUT set by environment to 18.",
-    "        SW Power Cap                      : Active",
-    "        HW Slowdown                       : Not Active",
-    "{'loss': 3.5534, 'grad_norm': 1.4142135381698608, 'learning_rate': 2.04e-06, 'epoch': 0.01}",
-    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[0] node0:13571:13571 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+        "libnccl-net.so: cannot open shared object file: No such file or directory",
+        "hostname-test:986:1338 [6] NCCL INFO NCCL_IB_TIMEOUT set by environment to 18.",
+        "        SW Power Cap                      : Active",
+        "        HW Slowdown                       : Not Active",
+        "{'loss': 3.5534, 'grad_norm': 1.4142135381698608, 'learning_rate': 2.04e-06, 'epoch': 0.01}",
+        "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default",
+    ],
+)
 def test_benign_lines_are_not_failures(line):
     assert classify_line(line) is None
 
@@ -125,6 +185,7 @@ def test_benign_lines_are_not_failures(line):
 def test_xid_mapping_follows_field_notes():
     def cat(code):
         return classify_line(f"NVRM: Xid (PCI:0000:3b:00): {code}, pid=1, name=python3, x").category
+
     assert {cat(c) for c in (79, 119, 120)} == {C.GPU_FALLEN_OFF_BUS}
     assert {cat(c) for c in (48, 63, 64, 92, 94, 95)} == {C.GPU_MEMORY_ERROR}
     assert cat(74) is C.NVLINK_ERROR
@@ -144,12 +205,14 @@ def test_xid_variants_parse_pci_and_code():
 
 
 def test_generic_runtime_error_does_not_outvote_earlier_no_space():
-    lines = ["Traceback (most recent call last):",
-             '  File "train.py", line 10, in save',
-             "OSError: [Errno 28] No space left on device",
-             "",
-             "During handling of the above exception, another exception occurred:",
-             "RuntimeError: [enforce fail at inline_container.cc:325] . unexpected pos 1472 vs 1360"]
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 10, in save',
+        "OSError: [Errno 28] No space left on device",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "RuntimeError: [enforce fail at inline_container.cc:325] . unexpected pos 1472 vs 1360",
+    ]
     v = classify_lines(lines)
     assert v.category is C.STORAGE_ERROR
     assert v.evidence[0].line == 3
@@ -157,16 +220,20 @@ def test_generic_runtime_error_does_not_outvote_earlier_no_space():
 
 
 def _watchdog(rank):
-    return (f"[rank{rank}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {rank}] "
-            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE,"
-            " NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 "
-            "milliseconds before timing out.")
+    return (
+        f"[rank{rank}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {rank}] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE,"
+        " NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 "
+        "milliseconds before timing out."
+    )
 
 
 def test_watchdog_cascade_does_not_outvote_one_ranks_ecc_error():
-    lines = [_watchdog(r) for r in (0, 1, 2)] + [
-        "[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered"] + [
-        _watchdog(r) for r in (4, 5, 6, 7)]
+    lines = (
+        [_watchdog(r) for r in (0, 1, 2)]
+        + ["[rank3]: RuntimeError: CUDA error: uncorrectable ECC error encountered"]
+        + [_watchdog(r) for r in (4, 5, 6, 7)]
+    )
     v = classify_lines(lines)
     assert v.category is C.GPU_MEMORY_ERROR
     assert v.culprit.rank == 3
@@ -176,20 +243,29 @@ def test_watchdog_cascade_does_not_outvote_one_ranks_ecc_error():
 
 def test_xid79_wins_over_timeouts_printed_before_it():
     lines = [_watchdog(r) for r in range(4)] + [
-        "[ 1843.308145] NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus."]
+        "[ 1843.308145] NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus."
+    ]
     v = classify_lines(lines)
     assert v.category is C.GPU_FALLEN_OFF_BUS and v.confidence >= 0.9
 
 
 def test_hardware_fault_wins_over_earlier_software_error():
-    v = classify_lines(["[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered",
-                        "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=python3, DBE"])
+    v = classify_lines(
+        [
+            "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered",
+            "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=python3, DBE",
+        ]
+    )
     assert v.category is C.GPU_MEMORY_ERROR
 
 
 def test_earliest_software_cause_wins():
-    v = classify_lines(["[rank5]: ValueError: Unable to create tensor, you should probably pad",
-                        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"])
+    v = classify_lines(
+        [
+            "[rank5]: ValueError: Unable to create tensor, you should probably pad",
+            "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate",
+        ]
+    )
     assert v.category is C.USER_CODE_ERROR and v.culprit.rank == 5
 
 
@@ -204,46 +280,63 @@ def test_pure_timeout_without_a_silent_rank_names_no_culprit():
     assert v.category is C.COLLECTIVE_TIMEOUT and v.culprit.rank is None
 
 
-@pytest.mark.parametrize("line,rank", [
-    ("[rank3]: torch.OutOfMemoryError: CUDA out of memory.", 3),
-    ("[default5]: torch.OutOfMemoryError: CUDA out of memory.", 5),
-    ("[E ProcessGroupNCCL.cpp:737] [Rank 6] Watchdog caught collective operation timeout: x", 6),
-    ("[rank3]:[E1206 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 3] Timeout at NCCL work: 7753", 3),
-    ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 4 "
-     "(pid: 812917) of binary: /usr/bin/python", 4),
-    ("2021-03-10T13:22:37.443Z: [1,6]<stderr>:OSError: Caught OSError in DataLoader worker "
-     "process 3.", 6),
-])
+@pytest.mark.parametrize(
+    "line,rank",
+    [
+        ("[rank3]: torch.OutOfMemoryError: CUDA out of memory.", 3),
+        ("[default5]: torch.OutOfMemoryError: CUDA out of memory.", 5),
+        ("[E ProcessGroupNCCL.cpp:737] [Rank 6] Watchdog caught collective operation timeout: x", 6),
+        ("[rank3]:[E1206 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 3] Timeout at NCCL work: 7753", 3),
+        (
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 4 "
+            "(pid: 812917) of binary: /usr/bin/python",
+            4,
+        ),
+        (
+            "2021-03-10T13:22:37.443Z: [1,6]<stderr>:OSError: Caught OSError in DataLoader worker process 3.",
+            6,
+        ),
+    ],
+)
 def test_rank_forms(line, rank):
     assert classify_line(line).rank == rank
 
 
 def test_torchrun_summary_gives_rank_and_host():
-    lines = ["Root Cause (first observed failure):", "[0]:",
-             "  time      : 2025-05-21_15:43:03", "  host      : node-17",
-             "  rank      : 11 (local_rank: 3)", "  exitcode  : 1 (pid: 14750)",
-             "============================================================",
-             "KeyError: 'labels'"]
+    lines = [
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2025-05-21_15:43:03",
+        "  host      : node-17",
+        "  rank      : 11 (local_rank: 3)",
+        "  exitcode  : 1 (pid: 14750)",
+        "============================================================",
+        "KeyError: 'labels'",
+    ]
     v = classify_lines(lines)
     assert v.category is C.USER_CODE_ERROR
     assert (v.culprit.rank, v.culprit.node) == (11, "node-17")
 
 
 def test_node_and_gpu_forms():
-    m = classify_line("H100-2:19989:20082 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got "
-                      "completion from peer fe80::966d%ib0<53249> with error 4, opcode 32564")
+    m = classify_line(
+        "H100-2:19989:20082 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got "
+        "completion from peer fe80::966d%ib0<53249> with error 4, opcode 32564"
+    )
     assert (m.node, m.gpu) == ("H100-2", 1)
-    m = classify_line("slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:30:21"
-                      " DUE TO TIME LIMIT ***")
+    m = classify_line(
+        "slurmstepd: error: *** JOB 3884617 ON node023 CANCELLED AT 2018-08-19T16:30:21 DUE TO TIME LIMIT ***"
+    )
     assert m.node == "node023"
-    m = classify_line("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. "
-                      "GPU 2 has a total capacity of 23.65 GiB")
+    m = classify_line(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. "
+        "GPU 2 has a total capacity of 23.65 GiB"
+    )
     assert m.gpu == 2
 
 
 def test_deepspeed_overflow_warmup_is_not_instability():
-    lines = ["[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to "
-             "32768"] * 4
+    lines = ["[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768"] * 4
     assert classify_lines(lines).category is C.UNKNOWN
 
 

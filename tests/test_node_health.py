@@ -19,11 +19,20 @@ from triage.cli import main
 from triage.collectors.records import GpuEvent, GpuSample
 from triage.collectors.sim_gpu import SimGpuCollector
 from triage.fault_schedule import GpuFault, append_fault, append_reset, read_faults
-from triage.store.node_health import (CLEARED, QUARANTINED, SOURCE_MANUAL,
-                                      SOURCE_REPEAT_OFFENDER, SOURCE_VERDICT, HealthEntry,
-                                      Implication,
-                                      clear_node, current_state, quarantined_nodes, read_ledger,
-                                      record_health)
+from triage.store.node_health import (
+    CLEARED,
+    QUARANTINED,
+    SOURCE_MANUAL,
+    SOURCE_REPEAT_OFFENDER,
+    SOURCE_VERDICT,
+    HealthEntry,
+    Implication,
+    clear_node,
+    current_state,
+    quarantined_nodes,
+    read_ledger,
+    record_health,
+)
 from triage.store.shared_writer import shared_writer
 from triage.store.writer import PartitionBusy, StoreWriter, partition_holder
 from triage.supervisor import agents as agents_mod
@@ -37,11 +46,17 @@ NOW = 1_796_000_000.0
 NODES = ["node1", "node0", "gpu-a17.rack3"]
 
 
-def verdict(category: Category, node: str | None, gpu: int | None = None, rank: int = 2,
-            text: str = "") -> Verdict:
-    return Verdict(category, 0.9, f"{category.value} on {node}", Culprit(rank, node, gpu),
-                   first_seen=NOW - 5,
-                   evidence=[Evidence(text or "evidence line", "kernel_log", NOW - 5, rank)])
+def verdict(
+    category: Category, node: str | None, gpu: int | None = None, rank: int = 2, text: str = ""
+) -> Verdict:
+    return Verdict(
+        category,
+        0.9,
+        f"{category.value} on {node}",
+        Culprit(rank, node, gpu),
+        first_seen=NOW - 5,
+        evidence=[Evidence(text or "evidence line", "kernel_log", NOW - 5, rank)],
+    )
 
 
 def implications(node: str, *pairs) -> list[Implication]:
@@ -51,37 +66,74 @@ def implications(node: str, *pairs) -> list[Implication]:
 
 # -- the hardware rule ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("node", NODES)
-@pytest.mark.parametrize("category,gpu,expect_gpu", [
-    (Category.GPU_FALLEN_OFF_BUS, 3, 3), (Category.GPU_MEMORY_ERROR, 0, 0),
-    (Category.NVLINK_ERROR, 5, 5), (Category.NODE_FAILURE, 1, None),
-    (Category.SILENT_DATA_CORRUPTION, None, None)])
+@pytest.mark.parametrize(
+    "category,gpu,expect_gpu",
+    [
+        (Category.GPU_FALLEN_OFF_BUS, 3, 3),
+        (Category.GPU_MEMORY_ERROR, 0, 0),
+        (Category.NVLINK_ERROR, 5, 5),
+        (Category.NODE_FAILURE, 1, None),
+        (Category.SILENT_DATA_CORRUPTION, None, None),
+    ],
+)
 def test_a_hardware_verdict_quarantines_its_gpu_or_node(node, category, gpu, expect_gpu):
-    v = verdict(category, node, gpu, text="NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.")
+    v = verdict(
+        category, node, gpu, text="NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."
+    )
     e = decide(v, now=NOW, job_id="a", run_id="r", attempt=1, ledger=[], implications=[])
     assert e is not None and (e.node, e.gpu, e.state) == (node, expect_gpu, QUARANTINED)
     assert e.source == SOURCE_VERDICT and e.category == category.value
     assert (e.job_id, e.run_id, e.attempt) == ("a", "r", 1)
     assert e.xid == 79 and e.evidence and e.evidence[0]["source"] == "kernel_log"
     # it stands: the same verdict again (the next attempt, another job) writes nothing new
-    assert decide(v, now=NOW + 60, job_id="b", run_id="r2", attempt=0, ledger=[e],
-                  implications=[]) is None
+    assert decide(v, now=NOW + 60, job_id="b", run_id="r2", attempt=0, ledger=[e], implications=[]) is None
 
 
-@pytest.mark.parametrize("category", [Category.USER_CODE_ERROR, Category.GPU_OOM, Category.HOST_OOM,
-                                      Category.PREEMPTION, Category.UNKNOWN,
-                                      Category.COLLECTIVE_TIMEOUT])
+@pytest.mark.parametrize(
+    "category",
+    [
+        Category.USER_CODE_ERROR,
+        Category.GPU_OOM,
+        Category.HOST_OOM,
+        Category.PREEMPTION,
+        Category.UNKNOWN,
+        Category.COLLECTIVE_TIMEOUT,
+    ],
+)
 def test_one_incident_of_other_causes_quarantines_nothing(category):
-    assert decide(verdict(category, "node1", 0), now=NOW, job_id="a", run_id="r", attempt=0,
-                  ledger=[], implications=[]) is None
+    assert (
+        decide(
+            verdict(category, "node1", 0),
+            now=NOW,
+            job_id="a",
+            run_id="r",
+            attempt=0,
+            ledger=[],
+            implications=[],
+        )
+        is None
+    )
 
 
 def test_a_verdict_without_a_culprit_node_quarantines_nothing():
-    assert decide(verdict(Category.GPU_FALLEN_OFF_BUS, None, 1), now=NOW, job_id="a",
-                  run_id="r", attempt=0, ledger=[], implications=[]) is None
+    assert (
+        decide(
+            verdict(Category.GPU_FALLEN_OFF_BUS, None, 1),
+            now=NOW,
+            job_id="a",
+            run_id="r",
+            attempt=0,
+            ledger=[],
+            implications=[],
+        )
+        is None
+    )
 
 
 # -- the repeat-offender rule -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("node", NODES)
 def test_a_node_implicated_twice_in_the_window_is_quarantined_whole(node):
@@ -92,8 +144,7 @@ def test_a_node_implicated_twice_in_the_window_is_quarantined_whole(node):
     assert "2 incidents" in e.reason and "other-job" in e.reason
     # another node's history counts for nothing here
     other = implications("elsewhere", (NOW - 3 * DAY, Category.COLLECTIVE_TIMEOUT, "x", 0))
-    assert decide(v, now=NOW, job_id="a", run_id="r", attempt=0, ledger=[],
-                  implications=other) is None
+    assert decide(v, now=NOW, job_id="a", run_id="r", attempt=0, ledger=[], implications=other) is None
 
 
 def test_repeat_offender_ignores_old_same_attempt_and_non_hardware_incidents():
@@ -101,8 +152,16 @@ def test_repeat_offender_ignores_old_same_attempt_and_non_hardware_incidents():
     cfg = QuarantineConfig(repeat_window_days=7, repeat_count=2)
 
     def verdict_after(*pairs, ledger=()):
-        return decide(v, now=NOW, job_id="a", run_id="r", attempt=3, ledger=list(ledger),
-                      implications=implications("node1", *pairs), config=cfg)
+        return decide(
+            v,
+            now=NOW,
+            job_id="a",
+            run_id="r",
+            attempt=3,
+            ledger=list(ledger),
+            implications=implications("node1", *pairs),
+            config=cfg,
+        )
 
     assert verdict_after((NOW - 8 * DAY, Category.COLLECTIVE_TIMEOUT, "b", 0)) is None
     assert verdict_after((NOW - DAY, Category.USER_CODE_ERROR, "b", 0)) is None
@@ -111,12 +170,12 @@ def test_repeat_offender_ignores_old_same_attempt_and_non_hardware_incidents():
     assert verdict_after((NOW - 1, Category.COLLECTIVE_TIMEOUT, "a", 3)) is None
     assert verdict_after((NOW - DAY, Category.COLLECTIVE_TIMEOUT, "b", 0)) is not None
     cleared = HealthEntry(NOW - 3600, "node1", None, CLEARED, "fixed", SOURCE_MANUAL, "ops")
-    assert verdict_after((NOW - DAY, Category.COLLECTIVE_TIMEOUT, "b", 0),
-                         ledger=[cleared]) is None
+    assert verdict_after((NOW - DAY, Category.COLLECTIVE_TIMEOUT, "b", 0), ledger=[cleared]) is None
 
 
 def test_quarantine_config_rejects_a_rule_that_fires_on_every_incident():
     from triage.config import ConfigError
+
     with pytest.raises(ConfigError, match="--repeat-count must be >= 2"):
         QuarantineConfig(repeat_count=1)
     with pytest.raises(ConfigError, match="--repeat-window-days"):
@@ -128,16 +187,32 @@ def test_quarantine_for_verdict_reads_and_writes_the_store(tmp_path, node):
     """Through real segments: the first collective timeout on the node is recorded (an
     incident) but quarantines nothing; the second, in another job, quarantines the node."""
     first = verdict(Category.COLLECTIVE_TIMEOUT, node, 1)
-    record_attempt(tmp_path, "job-a", "run-a", 0, status="failed", exit_code=1, reason="x",
-                   verdict=first, action="restart")
+    record_attempt(
+        tmp_path,
+        "job-a",
+        "run-a",
+        0,
+        status="failed",
+        exit_code=1,
+        reason="x",
+        verdict=first,
+        action="restart",
+    )
     now = time.time()
-    assert quarantine_for_verdict(tmp_path, first, job_id="job-a", run_id="run-a", attempt=0,
-                                  now=now) is None
+    assert quarantine_for_verdict(tmp_path, first, job_id="job-a", run_id="run-a", attempt=0, now=now) is None
     second = verdict(Category.COLLECTIVE_TIMEOUT, node, 0)
-    record_attempt(tmp_path, "job-b", "run-b", 4, status="failed", exit_code=1, reason="x",
-                   verdict=second, action="restart")
-    e = quarantine_for_verdict(tmp_path, second, job_id="job-b", run_id="run-b", attempt=4,
-                               now=now + 1)
+    record_attempt(
+        tmp_path,
+        "job-b",
+        "run-b",
+        4,
+        status="failed",
+        exit_code=1,
+        reason="x",
+        verdict=second,
+        action="restart",
+    )
+    e = quarantine_for_verdict(tmp_path, second, job_id="job-b", run_id="run-b", attempt=4, now=now + 1)
     assert e is not None and e.source == SOURCE_REPEAT_OFFENDER
     assert [x.to_dict() for x in read_ledger(tmp_path)] == [e.to_dict()]
     assert list(quarantined_nodes(tmp_path)) == [node]
@@ -145,14 +220,27 @@ def test_quarantine_for_verdict_reads_and_writes_the_store(tmp_path, node):
 
 # -- clearing ---------------------------------------------------------------------------------
 
+
 def _q(node: str, gpu: int | None, t: float, category: str = "gpu_fallen_off_bus") -> HealthEntry:
-    return HealthEntry(t, node, gpu, QUARANTINED, f"{category} on {node}", SOURCE_VERDICT,
-                       "triage run", category=category, job_id="a", run_id="r", attempt=0)
+    return HealthEntry(
+        t,
+        node,
+        gpu,
+        QUARANTINED,
+        f"{category} on {node}",
+        SOURCE_VERDICT,
+        "triage run",
+        category=category,
+        job_id="a",
+        run_id="r",
+        attempt=0,
+    )
 
 
 def test_clearing_a_gpu_leaves_the_node_quarantine_and_clearing_the_node_ends_all(tmp_path):
-    record_health(tmp_path, [_q("node1", 2, NOW), _q("node1", None, NOW + 1, "node_failure"),
-                             _q("node0", 0, NOW + 2)])
+    record_health(
+        tmp_path, [_q("node1", 2, NOW), _q("node1", None, NOW + 1, "node_failure"), _q("node0", 0, NOW + 2)]
+    )
     assert clear_node(tmp_path, "node1", gpu=2, by="ops", now=NOW + 10)
     assert set(quarantined_nodes(tmp_path)) == {"node0", "node1"}  # node1 still, as a node
     ended = clear_node(tmp_path, "node1", by="ops", now=NOW + 20)
@@ -182,8 +270,23 @@ def test_nodes_cli_lists_clears_and_says_when_nothing_stands(tmp_path, capsys):
     assert "node0 is not quarantined, nothing written" in capsys.readouterr().out
     assert main(["nodes", "clear", "node2", "--gpu", "1", "--data-dir", str(tmp_path)]) == 1
     assert "quarantined there: node2 GPU 3" in capsys.readouterr().out
-    assert main(["nodes", "--data-dir", str(tmp_path), "clear", "node2", "--by", "alice",
-                 "--reason", "GPU 3 replaced", "--json"]) == 0
+    assert (
+        main(
+            [
+                "nodes",
+                "--data-dir",
+                str(tmp_path),
+                "clear",
+                "node2",
+                "--by",
+                "alice",
+                "--reason",
+                "GPU 3 replaced",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert [(c["node"], c["gpu"]) for c in out["cleared"]] == [("node2", 3)]
     assert quarantined_nodes(tmp_path) == {}
@@ -196,6 +299,7 @@ def test_nodes_cli_lists_clears_and_says_when_nothing_stands(tmp_path, capsys):
 
 
 # -- shared writes ----------------------------------------------------------------------------
+
 
 def test_a_ledger_write_waits_for_another_writer_of_the_partition(tmp_path):
     held = threading.Event()
@@ -250,6 +354,7 @@ def test_an_agent_waits_for_a_partition_another_job_holds(tmp_path, monkeypatch)
 
 # -- the simulated GPUs remember ---------------------------------------------------------------
 
+
 def _events(records):
     return [r for r in records if isinstance(r, GpuEvent)]
 
@@ -289,8 +394,11 @@ def test_a_reset_keeps_lifetime_ecc_counts_and_zeroes_volatile_ones(tmp_path):
 
 
 def test_reset_is_no_fault_the_trainer_can_inject():
-    out = subprocess.run([sys.executable, "-m", "triage.cli", "train", "--inject",
-                          "reset@step=2,rank=0", "--steps", "1"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "triage.cli", "train", "--inject", "reset@step=2,rank=0", "--steps", "1"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "reset" in out.stderr
     with pytest.raises(ValueError, match="only a reset may name none"):
         GpuFault(time=NOW, node="n", gpu=None, kind="xid", xid=79)
@@ -298,10 +406,30 @@ def test_reset_is_no_fault_the_trainer_can_inject():
 
 def test_a_job_whose_every_node_is_quarantined_is_refused_before_it_starts(tmp_path):
     record_health(tmp_path, [_q("node0", 1, time.time())])
-    out = subprocess.run([sys.executable, "-m", "triage.cli", "run", "--data-dir", str(tmp_path),
-                          "--agents", "none", "--", sys.executable, "-m", "triage.cli", "train",
-                          "--nnodes", "1", "--steps", "2"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "run",
+            "--data-dir",
+            str(tmp_path),
+            "--agents",
+            "none",
+            "--",
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "train",
+            "--nnodes",
+            "1",
+            "--steps",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert "every node of this job is quarantined: node0 (node0 GPU 1" in out.stderr
     assert "triage nodes clear NODE" in out.stderr and "--no-quarantine" in out.stderr

@@ -33,9 +33,14 @@ def roots(analysis):
 
 
 def _key_error(b: JobBuilder, attempt: int, rank: int, t: float) -> None:
-    b.event(attempt, rank, t, "exception", "KeyError: 'label'",
-            traceback="Traceback (most recent call last):\n  File \"train.py\", line 9\n"
-                      "KeyError: 'label'")
+    b.event(
+        attempt,
+        rank,
+        t,
+        "exception",
+        "KeyError: 'label'",
+        traceback="Traceback (most recent call last):\n  File \"train.py\", line 9\nKeyError: 'label'",
+    )
     for r in b.ranks_of(attempt):
         b.event(attempt, r, t + 1, "exit", "exit code 1", exit_code=1)
 
@@ -60,19 +65,22 @@ def test_an_old_lost_gpu_is_context_never_the_cause_of_a_new_bug(rank, world, pe
     (root,) = roots(a)
     assert root.verdict.category is Category.USER_CODE_ERROR
     assert root.verdict.culprit.rank == rank
-    inherited = [i for i in a.incidents if not i.root
-                 and i.verdict.category is Category.GPU_FALLEN_OFF_BUS]
+    inherited = [i for i in a.incidents if not i.root and i.verdict.category is Category.GPU_FALLEN_OFF_BUS]
     assert inherited, [i.verdict.summary for i in a.incidents]
     assert all("job placed on" in i.verdict.summary for i in inherited)
     assert {(i.verdict.culprit.node, i.verdict.culprit.gpu) for i in inherited} == {(node, gpu)}
 
 
-WATCHDOG = ("RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
-            "WorkNCCL(SeqNum=57, OpType=ALLGATHER, Timeout(ms)=60000) ran for 60001 milliseconds")
+WATCHDOG = (
+    "RuntimeError: [Rank {r}] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=57, OpType=ALLGATHER, Timeout(ms)=60000) ran for 60001 milliseconds"
+)
 
 
-@pytest.mark.parametrize("hung,world,per_node,xid_on", [
-    (2, 4, 2, "culprit"), (0, 4, 2, "other"), (3, 4, 4, "culprit"), (5, 8, 4, "other")])
+@pytest.mark.parametrize(
+    "hung,world,per_node,xid_on",
+    [(2, 4, 2, "culprit"), (0, 4, 2, "other"), (3, 4, 4, "culprit"), (5, 8, 4, "other")],
+)
 def test_a_later_hang_is_not_blamed_on_an_xid_from_before_the_run(hung, world, per_node, xid_on):
     """An Xid 79 four minutes before the run (inside the store's read margin) on the hung
     rank's GPU or another's: the hang is a collective timeout with the rank that never
@@ -83,8 +91,9 @@ def test_a_later_hang_is_not_blamed_on_an_xid_from_before_the_run(hung, world, p
     end = b.steps(0, range(50), T0 + 10)
     for seq in range(1, 57):
         for r in range(world):
-            b.collective(0, r, "default", seq, T0 + 10 + seq * 0.8, T0 + 10 + seq * 0.8 + 0.05,
-                         group_size=world)
+            b.collective(
+                0, r, "default", seq, T0 + 10 + seq * 0.8, T0 + 10 + seq * 0.8 + 0.05, group_size=world
+            )
     for r in range(world):
         if r == hung:
             continue
@@ -127,10 +136,23 @@ def test_an_xid_during_the_attempt_still_is_the_root_cause():
 
 def test_an_uncleared_quarantine_is_reported_when_a_job_lands_on_it():
     b = JobBuilder("j2").world(2, per_node=1, start=T0)
-    b.rows["node_health"].append(dict(
-        time=T0 - 3600, node="node1", gpu=None, state="quarantined", category="node_failure",
-        xid=None, reason="heartbeats of every rank stopped", evidence="[]", source="verdict",
-        job_id="j1", run_id="r1", attempt=0, by="triage run"))
+    b.rows["node_health"].append(
+        dict(
+            time=T0 - 3600,
+            node="node1",
+            gpu=None,
+            state="quarantined",
+            category="node_failure",
+            xid=None,
+            reason="heartbeats of every rank stopped",
+            evidence="[]",
+            source="verdict",
+            job_id="j1",
+            run_id="r1",
+            attempt=0,
+            by="triage run",
+        )
+    )
     end = b.steps(0, range(3), T0 + 5)
     for r in range(2):
         b.event(0, r, end, "exit", "exit code 0", exit_code=0)
@@ -143,10 +165,23 @@ def test_an_uncleared_quarantine_is_reported_when_a_job_lands_on_it():
 def test_a_cleared_quarantine_is_not_reported():
     b = JobBuilder("j2").world(2, per_node=1, start=T0)
     for t, state in ((T0 - 3600, "quarantined"), (T0 - 60, "cleared")):
-        b.rows["node_health"].append(dict(
-            time=t, node="node1", gpu=None, state=state, category="node_failure", xid=None,
-            reason="x", evidence="[]", source="manual", job_id="j1", run_id=None, attempt=0,
-            by="me"))
+        b.rows["node_health"].append(
+            dict(
+                time=t,
+                node="node1",
+                gpu=None,
+                state=state,
+                category="node_failure",
+                xid=None,
+                reason="x",
+                evidence="[]",
+                source="manual",
+                job_id="j1",
+                run_id=None,
+                attempt=0,
+                by="me",
+            )
+        )
     end = b.steps(0, range(3), T0 + 5)
     for r in range(2):
         b.event(0, r, end, "exit", "exit code 0", exit_code=0)
@@ -158,14 +193,28 @@ def test_an_old_xid_on_a_gpu_returned_to_service_is_history_not_a_condition(clea
     """Xid 79 on node1 GPU 1 under an earlier job, then `triage nodes clear node1` (the node,
     or just that GPU): a job placed there later inherits nothing; without the clear it
     would be told it was placed on a GPU that was lost."""
+
     def job(clear: bool):
         b = JobBuilder("j3").world(4, per_node=2, start=T0)
         b.gpu_event("node1", 1, T0 - 900, 79, XID79)
         if clear:
-            b.rows["node_health"].append(dict(
-                time=T0 - 60, node="node1", gpu=cleared_gpu, state="cleared", category=None,
-                xid=None, reason="GPU reseated", evidence="[]", source="manual", job_id=None,
-                run_id=None, attempt=None, by="ops"))
+            b.rows["node_health"].append(
+                dict(
+                    time=T0 - 60,
+                    node="node1",
+                    gpu=cleared_gpu,
+                    state="cleared",
+                    category=None,
+                    xid=None,
+                    reason="GPU reseated",
+                    evidence="[]",
+                    source="manual",
+                    job_id=None,
+                    run_id=None,
+                    attempt=None,
+                    by="ops",
+                )
+            )
         end = b.steps(0, range(3), T0 + 5)
         for r in range(4):
             b.event(0, r, end, "exit", "exit code 0", exit_code=0)
@@ -214,12 +263,13 @@ def test_cli_lists_runs_and_analyses_either(tmp_path, capsys):
     assert main(["jobs", "--data-dir", str(tmp_path), "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
     assert [(r["run_id"], r["status"]) for r in listing["runs"]] == [
-        ("runB", "completed"), ("runA", "failed")]
+        ("runB", "completed"),
+        ("runA", "failed"),
+    ]
     assert listing["jobs"][0]["run_id"] == "runB" and listing["jobs"][0]["runs"] == 2
     assert main(["analyze", "nightly", "--data-dir", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["run_id"] == "runB"
-    assert main(["analyze", "nightly", "--run", "runA", "--data-dir", str(tmp_path),
-                 "--json"]) == 1
+    assert main(["analyze", "nightly", "--run", "runA", "--data-dir", str(tmp_path), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["run_id"] == "runA"
     assert main(["analyze", "nightly", "--run", "nope", "--data-dir", str(tmp_path)]) == 2
     assert "runB, runA" in capsys.readouterr().err
@@ -238,7 +288,11 @@ def test_snapshot_attempts_and_runs_are_per_run(tmp_path):
     _two_runs().write_store(tmp_path)
     with open_snapshot(tmp_path) as snap:
         assert [(a.run_id, a.attempt) for a in snap.attempts("nightly")] == [
-            ("runA", 0), ("runA", 1), ("runA", 2), ("runB", 0)]
+            ("runA", 0),
+            ("runA", 1),
+            ("runA", 2),
+            ("runB", 0),
+        ]
         assert [a.attempt for a in snap.attempts("nightly", "runB")] == [0]
         (job,) = snap.jobs()
         assert (job.run_id, job.runs, job.status, job.attempts) == ("runB", 2, "completed", 1)
@@ -265,9 +319,15 @@ def test_the_job_lock_admits_one_supervisor_per_job(tmp_path):
             pass
         # Another process is refused too (flock is per open file, so across processes).
         probe = subprocess.run(
-            [sys.executable, "-c", "import sys; from triage.supervisor.identity import JobLock;"
-             f"JobLock({str(tmp_path)!r}, 'nightly', 'r4').acquire()"],
-            capture_output=True, text=True)
+            [
+                sys.executable,
+                "-c",
+                "import sys; from triage.supervisor.identity import JobLock;"
+                f"JobLock({str(tmp_path)!r}, 'nightly', 'r4').acquire()",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert probe.returncode != 0 and "already running" in probe.stderr
     with JobLock(tmp_path, "nightly", "r5"):  # released with the holder
         pass

@@ -38,7 +38,7 @@ class SimulatedAgents:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.error: BaseException | None = None
 
-    def __enter__(self) -> "SimulatedAgents":
+    def __enter__(self) -> SimulatedAgents:
         self._thread.start()
         return self
 
@@ -55,7 +55,7 @@ class SimulatedAgents:
             for n in NODES:
                 ingest_partition(writers[n])
                 writers[n].close()
-        except BaseException as exc:  # surfaced by __exit__
+        except BaseException as exc:  # noqa: BLE001 (surfaced by __exit__)
             self.error = exc
 
     def __exit__(self, *exc: object) -> None:
@@ -65,15 +65,36 @@ class SimulatedAgents:
             raise self.error
 
 
-def run_scenario(tmp_path: Path, *inject: str, steps: int = 6, attempt: int = 0
-                 ) -> tuple[int, str, dict]:
+def run_scenario(tmp_path: Path, *inject: str, steps: int = 6, attempt: int = 0) -> tuple[int, str, dict]:
     """(exit status, output, summary) of one `triage train` run under the simulated agents."""
     data = tmp_path / "data"
     summary = tmp_path / f"summary-{attempt}.json"
-    args = [sys.executable, "-m", "triage.cli", "train", "--nnodes", "2", "--nproc-per-node", "2",
-            "--steps", str(steps), "--checkpoint-every", "2", "--collective-timeout", TIMEOUT,
-            "--shutdown-timeout", "5", "--data-dir", str(data), "--job-id", "scenario",
-            "--run-dir", str(tmp_path / "run"), "--summary", str(summary)]
+    args = [
+        sys.executable,
+        "-m",
+        "triage.cli",
+        "train",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "2",
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        "2",
+        "--collective-timeout",
+        TIMEOUT,
+        "--shutdown-timeout",
+        "5",
+        "--data-dir",
+        str(data),
+        "--job-id",
+        "scenario",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--summary",
+        str(summary),
+    ]
     for spec in inject:
         args += ["--inject", spec]
     env = dict(os.environ, TRIAGE_ATTEMPT=str(attempt))
@@ -83,9 +104,21 @@ def run_scenario(tmp_path: Path, *inject: str, steps: int = 6, attempt: int = 0
 
 
 def analyze(tmp_path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "triage.cli", "analyze", "scenario", "--json",
-                           "--data-dir", str(tmp_path / "data")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "analyze",
+            "scenario",
+            "--json",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)
 
@@ -95,7 +128,9 @@ def placement(tmp_path: Path, rank: int) -> tuple[str, int]:
     with open_snapshot(tmp_path / "data") as snap:
         node, gpu = snap.con.execute(
             "SELECT node, gpu FROM ranks WHERE job_id = 'scenario' AND rank = ? "
-            "ORDER BY attempt DESC LIMIT 1", [rank]).fetchone()
+            "ORDER BY attempt DESC LIMIT 1",
+            [rank],
+        ).fetchone()
     return node, int(gpu)
 
 
@@ -105,8 +140,9 @@ def root_incident(report: dict) -> dict:
     return roots[-1]
 
 
-def assert_verdict(tmp_path: Path, incident: dict, category: str, *, rank: int | None = CULPRIT,
-                   gpu: bool = True) -> None:
+def assert_verdict(
+    tmp_path: Path, incident: dict, category: str, *, rank: int | None = CULPRIT, gpu: bool = True
+) -> None:
     from triage.taxonomy import Category
 
     assert incident["category"] == category, json.dumps(incident, indent=1)[:3000]
@@ -124,30 +160,52 @@ def assert_verdict(tmp_path: Path, incident: dict, category: str, *, rank: int |
 CRASHES = [
     # (inject spec, what the trainer itself prints, category, culprit rank or None)
     (f"exception@step=3,rank={CULPRIT}", "KeyError: 'labels'", "user_code_error", CULPRIT),
-    (f"oom@step=3,rank={CULPRIT}", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-     "2.00 GiB.", "gpu_oom", CULPRIT),
-    (f"nan@step=3,rank={CULPRIT}", "FloatingPointError: Loss is nan at step 3",
-     "numerical_instability", CULPRIT),
-    (f"hang@step=3,rank={CULPRIT}", f"Timed out waiting {TIMEOUT}000ms", "collective_timeout",
-     CULPRIT),
-    (f"data_error@step=3,rank={CULPRIT}", "is killed by signal: Segmentation fault.",
-     "data_pipeline_error", CULPRIT),
+    (
+        f"oom@step=3,rank={CULPRIT}",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "gpu_oom",
+        CULPRIT,
+    ),
+    (
+        f"nan@step=3,rank={CULPRIT}",
+        "FloatingPointError: Loss is nan at step 3",
+        "numerical_instability",
+        CULPRIT,
+    ),
+    (f"hang@step=3,rank={CULPRIT}", f"Timed out waiting {TIMEOUT}000ms", "collective_timeout", CULPRIT),
+    (
+        f"data_error@step=3,rank={CULPRIT}",
+        "is killed by signal: Segmentation fault.",
+        "data_pipeline_error",
+        CULPRIT,
+    ),
     (f"disk_full@step=4,rank={CULPRIT}", "No space left on device", "storage_error", CULPRIT),
     (f"network@step=3,rank={CULPRIT}", "Connection closed by peer", "network_error", None),
-    (f"xid@step=3,xid=13,rank={CULPRIT}", "CUDA error: an illegal memory access was encountered",
-     "cuda_error", CULPRIT),
-    (f"xid@step=3,xid=79,rank={CULPRIT}", f"Timed out waiting {TIMEOUT}000ms", "gpu_fallen_off_bus",
-     CULPRIT),
-    (f"ecc@step=3,rank={CULPRIT}", "CUDA error: uncorrectable ECC error encountered",
-     "gpu_memory_error", CULPRIT),
+    (
+        f"xid@step=3,xid=13,rank={CULPRIT}",
+        "CUDA error: an illegal memory access was encountered",
+        "cuda_error",
+        CULPRIT,
+    ),
+    (f"xid@step=3,xid=79,rank={CULPRIT}", f"Timed out waiting {TIMEOUT}000ms", "gpu_fallen_off_bus", CULPRIT),
+    (
+        f"ecc@step=3,rank={CULPRIT}",
+        "CUDA error: uncorrectable ECC error encountered",
+        "gpu_memory_error",
+        CULPRIT,
+    ),
     (f"nvlink@step=3,rank={CULPRIT}", "Connection closed by peer", "nvlink_error", CULPRIT),
     ("sigterm@step=3", "preempted (SIGTERM): checkpoint saved at step 3", "preemption", None),
 ]
 
 
-@pytest.mark.parametrize("spec, printed, category, rank", CRASHES,
-                         ids=[c[0].split("@")[0] + (c[0].split("xid=")[1].split(",")[0]
-                                                    if "xid=" in c[0] else "") for c in CRASHES])
+@pytest.mark.parametrize(
+    "spec, printed, category, rank",
+    CRASHES,
+    ids=[
+        c[0].split("@")[0] + (c[0].split("xid=")[1].split(",")[0] if "xid=" in c[0] else "") for c in CRASHES
+    ],
+)
 def test_failure_is_attributed_to_its_root_cause(tmp_path, spec, printed, category, rank):
     rc, out, summary = run_scenario(tmp_path, spec)
     assert rc == (143 if category == "preemption" else 1), out
@@ -159,8 +217,13 @@ def test_failure_is_attributed_to_its_root_cause(tmp_path, spec, printed, catego
     assert summary["steps_completed"] <= last
     report = analyze(tmp_path)
     incident = root_incident(report)
-    gpu_layer = category in ("gpu_fallen_off_bus", "gpu_memory_error", "nvlink_error", "gpu_oom",
-                             "cuda_error")
+    gpu_layer = category in (
+        "gpu_fallen_off_bus",
+        "gpu_memory_error",
+        "nvlink_error",
+        "gpu_oom",
+        "cuda_error",
+    )
     assert_verdict(tmp_path, incident, category, rank=rank, gpu=gpu_layer)
     if category in ("gpu_fallen_off_bus", "collective_timeout"):
         # the other ranks' timeouts are explained as consequences, not separate root causes
@@ -187,17 +250,24 @@ def test_corrupt_checkpoint_is_found_on_the_next_attempt(tmp_path):
 
 def test_slow_faults_are_reported_without_a_crash(tmp_path):
     """Thermal throttling on one GPU, PCIe errors on another, SDC on a third rank, one run."""
-    rc, out, _ = run_scenario(tmp_path, f"thermal@step=2,rank={CULPRIT},factor=3",
-                           "pcie@step=2,rank=0", "sdc@step=1,rank=1", steps=14)
+    rc, out, _ = run_scenario(
+        tmp_path,
+        f"thermal@step=2,rank={CULPRIT},factor=3",
+        "pcie@step=2,rank=0",
+        "sdc@step=1,rank=1",
+        steps=14,
+    )
     assert rc == 0, out
     report = analyze(tmp_path)
     by_category = {i["category"]: i for i in report["incidents"]}
-    assert {"gpu_throttling", "pcie_error", "silent_data_corruption"} <= set(by_category), \
-        [(i["category"], i["culprit"]) for i in report["incidents"]]
+    assert {"gpu_throttling", "pcie_error", "silent_data_corruption"} <= set(by_category), [
+        (i["category"], i["culprit"]) for i in report["incidents"]
+    ]
     assert_verdict(tmp_path, by_category["gpu_throttling"], "gpu_throttling")
     assert_verdict(tmp_path, by_category["pcie_error"], "pcie_error", rank=0)
-    assert_verdict(tmp_path, by_category["silent_data_corruption"], "silent_data_corruption",
-                   rank=1, gpu=False)
+    assert_verdict(
+        tmp_path, by_category["silent_data_corruption"], "silent_data_corruption", rank=1, gpu=False
+    )
     assert report["status"] == "completed"
 
 

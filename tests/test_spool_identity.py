@@ -26,16 +26,29 @@ CHILD = Path(__file__).with_name("hook_child.py")
 def _unshare_works() -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
-                           capture_output=True)
+    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True)
     return probe.returncode == 0
 
 
 def _rank_in_own_pid_namespace(data_dir: Path, steps: int, env: dict[str, str]) -> None:
     """hook_child.py as pid 1 of a fresh pid namespace, like a rank in a new container."""
-    subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(CHILD),
-                    str(data_dir), "clean", str(steps)], env=env, check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            sys.executable,
+            str(CHILD),
+            str(data_dir),
+            "clean",
+            str(steps),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.skipif(not _unshare_works(), reason="needs `unshare --pid` (root, util-linux)")

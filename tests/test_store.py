@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from store_spools import PID, write_rank, write_segment
 
 import triage.store.writer as writer_mod
 from triage.store import (
-    PartitionBusy, StoreConfig, StoreWriter, ingest_spools, open_snapshot,
+    PartitionBusy,
+    StoreConfig,
+    StoreWriter,
+    ingest_spools,
+    open_snapshot,
 )
 from triage.store.layout import partition_dir
 from triage.store.manifest import load_manifest
 from triage.trainer_hooks import spool_schema
 from triage.trainer_hooks.spool_schema import parse_segment_name, read_segment, writer_dir
-from store_spools import PID, write_rank, write_segment
 
 TABLES = ("ranks", "steps", "collectives", "heartbeats", "events")
 
@@ -105,7 +109,7 @@ def test_crash_between_segment_write_and_manifest_leaves_an_orphan_not_a_duplica
     with pytest.raises(OSError, match="simulated crash"):
         ingest_spools(tmp_path, "node0")
     part = partition_dir(tmp_path, "node0")
-    orphans = [p for p in part.rglob("*.parquet")]
+    orphans = list(part.rglob("*.parquet"))
     assert calls["n"] == 1 and orphans  # segments written, manifest not
     assert len(_spool_files(tmp_path)) > 0  # the spool is intact
     monkeypatch.setattr(writer_mod, "save_manifest", real_save)
@@ -132,8 +136,16 @@ def test_spool_segments_left_after_a_commit_are_not_ingested_again(tmp_path):
 
 def test_corrupt_and_truncated_segments_are_reported_and_skipped(tmp_path):
     expected, next_seq = write_rank(tmp_path, "node0", "jobA", 0, 0, steps=4)
-    truncated = write_segment(tmp_path, "node0", "jobA", 0, 0, next_seq, "steps",
-                              [{"step": 99, "start_time": 1.0, "end_time": 2.0}] * 500)
+    truncated = write_segment(
+        tmp_path,
+        "node0",
+        "jobA",
+        0,
+        0,
+        next_seq,
+        "steps",
+        [{"step": 99, "start_time": 1.0, "end_time": 2.0}] * 500,
+    )
     truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
     garbage = write_segment(tmp_path, "node0", "jobA", 0, 0, next_seq + 1, "collectives", [{"seq": 1}])
     garbage.write_bytes(b"PAR1" + b"\x00garbage" * 50)
@@ -201,8 +213,13 @@ def test_segments_of_another_spool_version_are_conformed_and_a_misfit_quarantine
 
 def test_a_large_batch_is_written_in_two_segments_without_losing_order(tmp_path):
     n = 3 * writer_mod._ROW_GROUP_ROWS
-    steps = pa.table({"job_id": ["j"] * n, "step": pa.array(range(n), pa.int64()),
-                      "end_time": pa.array(range(n), pa.float64())})
+    steps = pa.table(
+        {
+            "job_id": ["j"] * n,
+            "step": pa.array(range(n), pa.int64()),
+            "end_time": pa.array(range(n), pa.float64()),
+        }
+    )
     with StoreWriter(tmp_path, "node0") as w:
         segments = w.write_segments({"steps": w.conform("steps", steps)[0]})
         w.commit(segments)

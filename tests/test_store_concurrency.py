@@ -38,8 +38,7 @@ def test_snapshots_read_while_another_process_ingests(tmp_path):
     while proc.poll() is None:
         with open_snapshot(tmp_path) as snap:
             steps = snap.count("steps")
-            (dupes,) = snap.con.execute(
-                "SELECT count(*) - count(DISTINCT step) FROM steps").fetchone()
+            (dupes,) = snap.con.execute("SELECT count(*) - count(DISTINCT step) FROM steps").fetchone()
         assert dupes == 0
         seen.append(steps)
     assert proc.wait() == 0

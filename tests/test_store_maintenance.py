@@ -6,10 +6,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from triage.collectors.records import GpuSample, HostSample
 import triage.store.writer as writer_mod
+from triage.collectors.records import GpuSample, HostSample
 from triage.store import (
-    SCHEMA_VERSION, StoreConfig, StoreError, StoreWriter, apply_retention, compact, open_snapshot,
+    SCHEMA_VERSION,
+    StoreConfig,
+    StoreError,
+    StoreWriter,
+    apply_retention,
+    compact,
+    open_snapshot,
 )
 from triage.store.layout import partition_dir
 from triage.store.manifest import Manifest, Segment, load_manifest, save_manifest
@@ -29,17 +35,58 @@ def _v1_partition(data_dir, node="node0"):
     part = partition_dir(data_dir, node)
     (part / "events").mkdir(parents=True)
     (part / "steps").mkdir()
-    events = pa.table({f.name: pa.array([{"job_id": "j", "attempt": 0, "rank": r, "node": node,
-                                          "time": 5.0 + r, "kind": "init_done"}.get(f.name)
-                                         for r in range(3)], f.type) for f in EVENTS})
-    steps = pa.table({f.name: pa.array([{"job_id": "j", "attempt": 0, "rank": 0, "node": node,
-                                         "step": s, "end_time": float(s)}.get(f.name)
-                                        for s in range(4)], f.type) for f in STEPS})
+    events = pa.table(
+        {
+            f.name: pa.array(
+                [
+                    {
+                        "job_id": "j",
+                        "attempt": 0,
+                        "rank": r,
+                        "node": node,
+                        "time": 5.0 + r,
+                        "kind": "init_done",
+                    }.get(f.name)
+                    for r in range(3)
+                ],
+                f.type,
+            )
+            for f in EVENTS
+        }
+    )
+    steps = pa.table(
+        {
+            f.name: pa.array(
+                [
+                    {
+                        "job_id": "j",
+                        "attempt": 0,
+                        "rank": 0,
+                        "node": node,
+                        "step": s,
+                        "end_time": float(s),
+                    }.get(f.name)
+                    for s in range(4)
+                ],
+                f.type,
+            )
+            for f in STEPS
+        }
+    )
     pq.write_table(events, part / "events/00000001-a.parquet")
     pq.write_table(steps, part / "steps/00000001-b.parquet")
-    save_manifest(part, Manifest(schema_version=1, generation=1, watermarks={"j/0/rank0-1": 7}, segments=[
-        Segment("events", "events/00000001-a.parquet", 3, 1, 5.0, 7.0, 1.0),
-        Segment("steps", "steps/00000001-b.parquet", 4, 1, 0.0, 3.0, 1.0)]))
+    save_manifest(
+        part,
+        Manifest(
+            schema_version=1,
+            generation=1,
+            watermarks={"j/0/rank0-1": 7},
+            segments=[
+                Segment("events", "events/00000001-a.parquet", 3, 1, 5.0, 7.0, 1.0),
+                Segment("steps", "steps/00000001-b.parquet", 4, 1, 0.0, 3.0, 1.0),
+            ],
+        ),
+    )
     return part
 
 
@@ -125,12 +172,19 @@ def test_compaction_larger_than_a_row_group_is_written_part_by_part(tmp_path):
     n = writer_mod._ROW_GROUP_ROWS
     with StoreWriter(tmp_path, "node0") as w:
         for k in range(3):
-            w.append_rows("steps", pa.table({"job_id": ["j"] * n, "step": pa.array(range(n), pa.int64()),
-                                             "end_time": pa.array([float(k * n + i) for i in range(n)])}))
+            w.append_rows(
+                "steps",
+                pa.table(
+                    {
+                        "job_id": ["j"] * n,
+                        "step": pa.array(range(n), pa.int64()),
+                        "end_time": pa.array([float(k * n + i) for i in range(n)]),
+                    }
+                ),
+            )
         (merged,) = compact(w)
     assert merged.rows == 3 * n and (merged.min_time, merged.max_time) == (0.0, 3.0 * n - 1)
     assert pq.ParquetFile(w.segment_path(merged)).metadata.num_row_groups == 3
-
 
 
 def test_compaction_fills_whole_row_groups_from_many_small_segments(tmp_path, monkeypatch):
@@ -151,8 +205,9 @@ def test_compaction_merges_segments_of_different_layouts(tmp_path):
     """A segment lacking columns (written by an older layout) merges with current ones: each
     part is conformed to the current layout, the missing column NULL."""
     with StoreWriter(tmp_path, "node0") as w:
-        old = pa.table({"job_id": ["j"] * 3, "step": pa.array([0, 1, 2], pa.int64()),
-                        "end_time": [0.0, 1.0, 2.0]})
+        old = pa.table(
+            {"job_id": ["j"] * 3, "step": pa.array([0, 1, 2], pa.int64()), "end_time": [0.0, 1.0, 2.0]}
+        )
         rel = "steps/00000000-old.parquet"
         (w.dir / "steps").mkdir(exist_ok=True)
         pq.write_table(old, w.dir / rel)
@@ -162,21 +217,38 @@ def test_compaction_merges_segments_of_different_layouts(tmp_path):
     assert merged.rows == 4 and (merged.min_time, merged.max_time) == (0.0, 3.0)
     with open_snapshot(tmp_path) as snap:
         assert snap.sql("SELECT step, rank FROM steps ORDER BY step") == [
-            {"step": 0, "rank": None}, {"step": 1, "rank": None}, {"step": 2, "rank": None},
-            {"step": 3, "rank": 1}]
+            {"step": 0, "rank": None},
+            {"step": 1, "rank": None},
+            {"step": 2, "rank": None},
+            {"step": 3, "rank": 1},
+        ]
 
 
 def test_append_records_stores_collector_records_in_their_tables(tmp_path):
-    gpu = GpuSample(time=5.0, node="node0", gpu=1, uuid="GPU-1", name="H100", serial=None,
-                    pci_bus_id="0000:3b:00", simulated=True, temperature_celsius=71.0,
-                    unsupported=("fan_speed",))
+    gpu = GpuSample(
+        time=5.0,
+        node="node0",
+        gpu=1,
+        uuid="GPU-1",
+        name="H100",
+        serial=None,
+        pci_bus_id="0000:3b:00",
+        simulated=True,
+        temperature_celsius=71.0,
+        unsupported=("fan_speed",),
+    )
     host = HostSample(time=5.0, node="node0", load_1m=1.5)
     with StoreWriter(tmp_path, "node0") as w:
         assert w.append_records([gpu, host, gpu]) == {"gpu_samples": 2, "host_samples": 1}
     with open_snapshot(tmp_path) as snap:
         row = snap.sql("SELECT gpu, uuid, temperature_celsius, power_watts, unsupported FROM gpu_samples")[0]
-        assert row == {"gpu": 1, "uuid": "GPU-1", "temperature_celsius": 71.0, "power_watts": None,
-                       "unsupported": ["fan_speed"]}
+        assert row == {
+            "gpu": 1,
+            "uuid": "GPU-1",
+            "temperature_celsius": 71.0,
+            "power_watts": None,
+            "unsupported": ["fan_speed"],
+        }
         assert snap.count("host_samples") == 1 and snap.count("kernel_events") == 0
 
 
@@ -192,4 +264,6 @@ def test_append_rows_takes_columns_from_every_row_and_rejects_unknown_ones(tmp_p
             w.append_rows("events", [{"job_id": "j", "typo": 1}])
     with open_snapshot(tmp_path) as snap:
         assert snap.sql("SELECT kind, detail FROM events ORDER BY kind") == [
-            {"kind": "a", "detail": None}, {"kind": "b", "detail": "{}"}]
+            {"kind": "a", "detail": None},
+            {"kind": "b", "detail": "{}"},
+        ]

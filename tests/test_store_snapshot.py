@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from triage.store import StoreWriter, ingest_spools, open_snapshot
 from store_spools import write_rank
+
+from triage.store import StoreWriter, ingest_spools, open_snapshot
 
 T0 = 1000.0  # write_rank's first step; the last heartbeat of a 3-step rank is at T0 + 2.95
 
@@ -24,8 +25,13 @@ def test_status_follows_events_and_heartbeats(tmp_path):
     write_rank(tmp_path, "n0", "halfdone", 0, 0, steps=3, events=("exit",))
     write_rank(tmp_path, "n0", "halfdone", 0, 1, steps=3)
     ingest_spools(tmp_path)
-    assert _status(tmp_path, now=T0 + 10) == {"done": "completed", "live": "running", "crash": "failed",
-                                              "evicted": "preempted", "halfdone": "running"}
+    assert _status(tmp_path, now=T0 + 10) == {
+        "done": "completed",
+        "live": "running",
+        "crash": "failed",
+        "evicted": "preempted",
+        "halfdone": "running",
+    }
     later = _status(tmp_path, now=T0 + 1000)  # heartbeats stopped long ago, no exit
     assert later["live"] == "failed" and later["halfdone"] == "failed" and later["done"] == "completed"
 
@@ -39,8 +45,10 @@ def test_supervisor_outcome_and_newest_attempt_decide(tmp_path):
         assert (job.status, job.attempts, job.ranks, job.max_step) == ("running", 2, 1, 4)
         assert [a.status for a in snap.attempts("j")] == ["failed", "running"]
     with StoreWriter(tmp_path, "n0") as w:
-        w.append_rows("attempt_outcomes", [{"job_id": "j", "attempt": 1, "time": T0 + 9,
-                                            "status": "preempted", "reason": "maintenance"}])
+        w.append_rows(
+            "attempt_outcomes",
+            [{"job_id": "j", "attempt": 1, "time": T0 + 9, "status": "preempted", "reason": "maintenance"}],
+        )
     with open_snapshot(tmp_path, now=T0 + 10) as snap:
         assert snap.jobs()[0].status == "preempted"
 
@@ -48,24 +56,62 @@ def test_supervisor_outcome_and_newest_attempt_decide(tmp_path):
 def test_exit_with_a_nonzero_code_is_a_failure(tmp_path):
     write_rank(tmp_path, "n0", "j", 0, 0, steps=2)
     with StoreWriter(tmp_path, "n0") as w:
-        w.append_rows("events", [{"job_id": "j", "attempt": 0, "rank": 0, "time": T0 + 3,
-                                  "kind": "exit", "detail": json.dumps({"exit_code": 3})}])
+        w.append_rows(
+            "events",
+            [
+                {
+                    "job_id": "j",
+                    "attempt": 0,
+                    "rank": 0,
+                    "time": T0 + 3,
+                    "kind": "exit",
+                    "detail": json.dumps({"exit_code": 3}),
+                }
+            ],
+        )
     ingest_spools(tmp_path)
     assert _status(tmp_path, now=T0 + 4) == {"j": "failed"}
 
 
 def test_checkpoints_view_pairs_begin_and_end(tmp_path):
     with StoreWriter(tmp_path, "n0") as w:
-        w.append_rows("events", [
-            {"job_id": "j", "attempt": 0, "rank": 0, "step": 100, "time": 50.0, "kind": "checkpoint_save_begin"},
-            {"job_id": "j", "attempt": 0, "rank": 0, "step": 100, "time": 52.5, "kind": "checkpoint_save_end",
-             "detail": json.dumps({"bytes": 4096, "path": "/ckpt/100"})},
-            {"job_id": "j", "attempt": 0, "rank": 1, "step": 100, "time": 53.0, "kind": "checkpoint_save_end",
-             "detail": "not json"}])
+        w.append_rows(
+            "events",
+            [
+                {
+                    "job_id": "j",
+                    "attempt": 0,
+                    "rank": 0,
+                    "step": 100,
+                    "time": 50.0,
+                    "kind": "checkpoint_save_begin",
+                },
+                {
+                    "job_id": "j",
+                    "attempt": 0,
+                    "rank": 0,
+                    "step": 100,
+                    "time": 52.5,
+                    "kind": "checkpoint_save_end",
+                    "detail": json.dumps({"bytes": 4096, "path": "/ckpt/100"}),
+                },
+                {
+                    "job_id": "j",
+                    "attempt": 0,
+                    "rank": 1,
+                    "step": 100,
+                    "time": 53.0,
+                    "kind": "checkpoint_save_end",
+                    "detail": "not json",
+                },
+            ],
+        )
     with open_snapshot(tmp_path) as snap:
         rows = snap.sql("SELECT rank, step, duration_s, bytes, path FROM checkpoints ORDER BY rank")
-    assert rows == [{"rank": 0, "step": 100, "duration_s": 2.5, "bytes": 4096, "path": "/ckpt/100"},
-                    {"rank": 1, "step": 100, "duration_s": None, "bytes": None, "path": None}]
+    assert rows == [
+        {"rank": 0, "step": 100, "duration_s": 2.5, "bytes": 4096, "path": "/ckpt/100"},
+        {"rank": 1, "step": 100, "duration_s": None, "bytes": None, "path": None},
+    ]
 
 
 def test_rank_helpers(tmp_path):
@@ -74,8 +120,11 @@ def test_rank_helpers(tmp_path):
     ingest_spools(tmp_path)
     with open_snapshot(tmp_path) as snap:
         progress = snap.rank_progress("j", 0)
-        assert [(p.rank, p.max_step, p.heartbeat_step, p.node) for p in progress] == \
-            [(0, 3, 3, "n0"), (1, 2, 2, "n0"), (2, 1, 1, "n0")]
+        assert [(p.rank, p.max_step, p.heartbeat_step, p.node) for p in progress] == [
+            (0, 3, 3, "n0"),
+            (1, 2, 2, "n0"),
+            (2, 1, 1, "n0"),
+        ]
         medians = snap.step_time_medians("j", 0)
         assert sorted(medians) == [0, 1, 2] and all(abs(v - 0.9) < 1e-9 for v in medians.values())
         first = snap.last_arrivals("j", 0)[0]

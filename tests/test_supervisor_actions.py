@@ -28,23 +28,55 @@ STEPS = 12
 
 
 def train_command(summary: Path, *args: str, nnodes: int = 1, nproc: int = 2) -> list[str]:
-    return [sys.executable, "-m", "triage.cli", "train", "--nnodes", str(nnodes),
-            "--nproc-per-node", str(nproc), "--steps", str(STEPS), "--checkpoint-every", "4",
-            "--collective-timeout", "6", "--shutdown-timeout", "5", "--summary", str(summary),
-            *args]
+    return [
+        sys.executable,
+        "-m",
+        "triage.cli",
+        "train",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc),
+        "--steps",
+        str(STEPS),
+        "--checkpoint-every",
+        "4",
+        "--collective-timeout",
+        "6",
+        "--shutdown-timeout",
+        "5",
+        "--summary",
+        str(summary),
+        *args,
+    ]
 
 
-def supervise(tmp_path: Path, name: str, *inject: str, agents: str = "none", nnodes: int = 1,
-              nproc: int = 2, max_restarts: int = 3, score_interval: float = 60.0
-              ) -> tuple[JobReport, dict, Path]:
+def supervise(
+    tmp_path: Path,
+    name: str,
+    *inject: str,
+    agents: str = "none",
+    nnodes: int = 1,
+    nproc: int = 2,
+    max_restarts: int = 3,
+    score_interval: float = 60.0,
+) -> tuple[JobReport, dict, Path]:
     """Run one supervised job; (report, the last attempt's summary, data dir)."""
     data_dir = tmp_path / name
     summary = data_dir / "summary.json"
-    cmd = train_command(summary, *[a for spec in inject for a in ("--inject", spec)],
-                        nnodes=nnodes, nproc=nproc)
-    cfg = SupervisorConfig(job_id=name, data_dir=str(data_dir), backoff=0.0, grace=5.0,
-                           hang_timeout=20.0, max_restarts=max_restarts, agents=agents,
-                           score_interval=score_interval)
+    cmd = train_command(
+        summary, *[a for spec in inject for a in ("--inject", spec)], nnodes=nnodes, nproc=nproc
+    )
+    cfg = SupervisorConfig(
+        job_id=name,
+        data_dir=str(data_dir),
+        backoff=0.0,
+        grace=5.0,
+        hang_timeout=20.0,
+        max_restarts=max_restarts,
+        agents=agents,
+        score_interval=score_interval,
+    )
     report = Supervisor(cfg, cmd).run()
     assert not processes_with_job(name), "processes of the job outlived it"
     assert all(not a.orphans for a in report.attempts)
@@ -53,10 +85,14 @@ def supervise(tmp_path: Path, name: str, *inject: str, agents: str = "none", nno
 
 def stored(data_dir: Path, job_id: str) -> tuple[list[dict], list[dict]]:
     with open_snapshot(data_dir) as snap:
-        incidents = snap.sql("SELECT attempt, category, action, culprit_node, culprit_rank "
-                             "FROM incidents WHERE job_id = $1 ORDER BY attempt", [job_id])
-        outcomes = snap.sql("SELECT attempt, status FROM attempt_outcomes WHERE job_id = $1 "
-                            "ORDER BY attempt", [job_id])
+        incidents = snap.sql(
+            "SELECT attempt, category, action, culprit_node, culprit_rank "
+            "FROM incidents WHERE job_id = $1 ORDER BY attempt",
+            [job_id],
+        )
+        outcomes = snap.sql(
+            "SELECT attempt, status FROM attempt_outcomes WHERE job_id = $1 ORDER BY attempt", [job_id]
+        )
     return incidents, outcomes
 
 
@@ -65,30 +101,33 @@ def clean_losses(tmp_path_factory) -> dict[int, float]:
     """The uninterrupted run's loss per step (same world size, seed and data)."""
     d = tmp_path_factory.mktemp("clean")
     summary = d / "summary.json"
-    proc = subprocess.run([*train_command(summary), "--data-dir", str(d), "--job-id", "clean"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*train_command(summary), "--data-dir", str(d), "--job-id", "clean"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {step: loss for step, loss in json.loads(summary.read_text())["losses"]}
+    return dict(json.loads(summary.read_text())["losses"])
 
 
 def test_restart_after_a_crash_reproduces_the_clean_losses(tmp_path, clean_losses):
-    report, summary, data_dir = supervise(tmp_path, "crash", "kill@step=6,rank=1",
-                                          score_interval=3.0)
+    report, summary, data_dir = supervise(tmp_path, "crash", "kill@step=6,rank=1", score_interval=3.0)
     first, second = report.attempts
     assert report.status == "completed" and first.outcome == "failed"
     assert first.detection in ("rank_exit", "launcher_exit") and first.action == "restart"
     assert first.exited_first == [1] or first.detection == "launcher_exit"
     assert second.resumed_from_step == 4 and second.outcome == "completed"
     assert summary["world_size"] == 2 and summary["steps_completed"] == STEPS
-    assert {s: loss for s, loss in summary["losses"]} == {
-        s: clean_losses[s] for s in range(5, STEPS + 1)}
+    assert dict(summary["losses"]) == {s: clean_losses[s] for s in range(5, STEPS + 1)}
     _, outcomes = stored(data_dir, "crash")
     assert outcomes == [{"attempt": 0, "status": "failed"}, {"attempt": 1, "status": "completed"}]
     # Job scores for the agents to export: while an attempt runs (every --score-interval) and
     # when it ends; straggler scores for the attempt's ranks.
     with open_snapshot(data_dir) as snap:
-        scores = snap.sql("SELECT attempt, time, name, rank, value FROM job_scores "
-                          "WHERE job_id = 'crash' ORDER BY time")
+        scores = snap.sql(
+            "SELECT attempt, time, name, rank, value FROM job_scores WHERE job_id = 'crash' ORDER BY time"
+        )
     goodput = [s for s in scores if s["name"] == "goodput_ratio"]
     assert {s["attempt"] for s in goodput} == {0, 1}
     # 0.0 is right for a score taken once the ranks' start is in the store but not yet their
@@ -97,13 +136,13 @@ def test_restart_after_a_crash_reproduces_the_clean_losses(tmp_path, clean_losse
     assert all(0.0 <= v <= 1.0 for _, v in values) and values[-1][1] > 0.0, values
     assert all(v > 0.0 for a, v in values if a == 1), values
     assert any(s["attempt"] == 1 and s["time"] < second.ended - 1.0 for s in goodput)
-    assert {s["rank"] for s in scores if s["name"] == "straggler_score" and s["attempt"] == 1
-            } == {0, 1}
+    assert {s["rank"] for s in scores if s["name"] == "straggler_score" and s["attempt"] == 1} == {0, 1}
 
 
 def test_gpu_fault_restarts_without_the_node_at_the_smaller_world_size(tmp_path):
-    report, summary, data_dir = supervise(tmp_path, "ecc", "ecc@step=6,rank=1", agents="auto",
-                                          nnodes=2, nproc=1)
+    report, summary, data_dir = supervise(
+        tmp_path, "ecc", "ecc@step=6,rank=1", agents="auto", nnodes=2, nproc=1
+    )
     first = report.attempts[0]
     assert report.status == "completed", report.reason
     assert first.verdict["category"] == "gpu_memory_error"
@@ -113,9 +152,15 @@ def test_gpu_fault_restarts_without_the_node_at_the_smaller_world_size(tmp_path)
     assert summary["world_size"] == 1 and summary["resumed_from_step"] == 4  # resharded 2 -> 1
     assert summary["steps_completed"] == STEPS
     incidents, _ = stored(data_dir, "ecc")
-    assert incidents == [{"attempt": 0, "category": "gpu_memory_error",
-                          "action": "restart_excluding_node", "culprit_node": "node1",
-                          "culprit_rank": 1}]
+    assert incidents == [
+        {
+            "attempt": 0,
+            "category": "gpu_memory_error",
+            "action": "restart_excluding_node",
+            "culprit_node": "node1",
+            "culprit_rank": 1,
+        }
+    ]
     with open_snapshot(data_dir) as snap:
         nodes = snap.sql("SELECT DISTINCT node FROM ranks WHERE job_id = 'ecc' AND attempt = 1")
     assert nodes == [{"node": "node0"}]
@@ -126,14 +171,12 @@ def test_nan_rolls_back_and_skips_the_bad_batch(tmp_path, clean_losses):
     first = report.attempts[0]
     assert report.status == "completed", report.reason
     assert first.verdict["category"] == "numerical_instability" and first.action == "rollback"
-    assert report.attempts[1].plan == {"excluded_nodes": [], "resume_before_step": 7,
-                                       "skip_steps": [7]}
-    steps = {s: loss for s, loss in summary["losses"]}
+    assert report.attempts[1].plan == {"excluded_nodes": [], "resume_before_step": 7, "skip_steps": [7]}
+    steps = dict(summary["losses"])
     assert summary["resumed_from_step"] == 4 and 7 not in steps and max(steps) == STEPS
     assert steps[5] == clean_losses[5] and steps[6] == clean_losses[6]  # before the skip: same
     incidents, _ = stored(data_dir, "nan")
-    assert [(i["category"], i["action"]) for i in incidents] == [
-        ("numerical_instability", "rollback")]
+    assert [(i["category"], i["action"]) for i in incidents] == [("numerical_instability", "rollback")]
 
 
 def test_preemption_requeues_from_the_checkpoint_saved_on_sigterm(tmp_path, clean_losses):
@@ -142,8 +185,7 @@ def test_preemption_requeues_from_the_checkpoint_saved_on_sigterm(tmp_path, clea
     assert first.outcome == "preempted" and first.exit_code == 143
     assert first.action == "checkpoint_and_requeue" and report.status == "completed"
     assert summary["resumed_from_step"] == 6  # nothing lost: the checkpoint of the SIGTERM step
-    assert {s: loss for s, loss in summary["losses"]} == {
-        s: clean_losses[s] for s in range(7, STEPS + 1)}
+    assert dict(summary["losses"]) == {s: clean_losses[s] for s in range(7, STEPS + 1)}
     _, outcomes = stored(data_dir, "preempt")
     assert outcomes[0] == {"attempt": 0, "status": "preempted"}
 
@@ -159,30 +201,46 @@ def test_oom_fails_fast_without_a_restart(tmp_path):
 
 
 def test_the_same_failure_twice_without_progress_stops_the_restart_loop(tmp_path):
-    report, _, _ = supervise(tmp_path, "loop", "disk_full@step=4,rank=1,attempt=0",
-                             "disk_full@step=4,rank=1,attempt=1")
+    report, _, _ = supervise(
+        tmp_path, "loop", "disk_full@step=4,rank=1,attempt=0", "disk_full@step=4,rank=1,attempt=1"
+    )
     assert report.status == "gave_up" and "restart loop" in report.reason
     assert [a.verdict["category"] for a in report.attempts] == ["storage_error"] * 2
     assert report.attempts[0].action == "restart"
 
 
 def test_run_without_a_command_is_bad_usage():
-    proc = subprocess.run([sys.executable, "-m", "triage.cli", "run", "--max-restarts", "1"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "triage.cli", "run", "--max-restarts", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "after --" in proc.stderr
 
 
 def test_ctrl_c_stops_the_job_and_its_agents(tmp_path):
     data_dir = tmp_path / "interrupt"
-    cmd = [sys.executable, "-m", "triage.cli", "run", "--job-id", "interrupt", "--data-dir",
-           str(data_dir), "--grace", "5", "--",
-           *train_command(data_dir / "summary.json", "--steps", "500", nnodes=2, nproc=1)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "triage.cli",
+        "run",
+        "--job-id",
+        "interrupt",
+        "--data-dir",
+        str(data_dir),
+        "--grace",
+        "5",
+        "--",
+        *train_command(data_dir / "summary.json", "--steps", "500", nnodes=2, nproc=1),
+    ]
     sup = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(ranks_of_job("interrupt")) < 2:
         time.sleep(0.5)
     assert ranks_of_job("interrupt"), "the job never started"
-    agents = [p for p in _agent_processes(data_dir)]
+    agents = list(_agent_processes(data_dir))
     assert len(agents) == 2
     sup.send_signal(signal.SIGINT)
     _, err = sup.communicate(timeout=60)

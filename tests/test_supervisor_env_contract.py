@@ -8,8 +8,13 @@ import json
 import pytest
 
 from triage.config import ConfigError
-from triage.reference_trainer.checkpoint import (MARKER, complete_checkpoints,
-                                                 resume_before_step_from_env, roll_back, step_dir)
+from triage.reference_trainer.checkpoint import (
+    MARKER,
+    complete_checkpoints,
+    resume_before_step_from_env,
+    roll_back,
+    step_dir,
+)
 from triage.reference_trainer.data import skip_steps_from_env, training_steps
 from triage.reference_trainer.launcher import local_nodes, torchrun_command
 from triage.reference_trainer.train_config import TrainConfig

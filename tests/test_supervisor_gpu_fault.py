@@ -29,16 +29,19 @@ def test_a_fatal_xid_on_a_gpu_of_the_attempt_is_reported(tmp_path, node, gpu, xi
     assert fault is not None and fault.startswith(f"Xid {xid} on GPU {gpu} of {node} at ")
 
 
-@pytest.mark.parametrize("event", [
-    ("node1", 1, T0 + 90, 79),   # before the attempt: a condition the node had, not its fault
-    ("node1", 1, T0 + 110, 13),  # application-side: the rank's own error ends the attempt
-    ("node1", 1, T0 + 110, 94),  # contained ECC: the application may go on
-    ("node1", 1, T0 + 110, 74),  # NVLink: may be sympathetic
-    ("node2", 0, T0 + 110, 79),  # a GPU this attempt does not use
-])
+@pytest.mark.parametrize(
+    "event",
+    [
+        ("node1", 1, T0 + 90, 79),  # before the attempt: a condition the node had, not its fault
+        ("node1", 1, T0 + 110, 13),  # application-side: the rank's own error ends the attempt
+        ("node1", 1, T0 + 110, 94),  # contained ECC: the application may go on
+        ("node1", 1, T0 + 110, 74),  # NVLink: may be sympathetic
+        ("node2", 0, T0 + 110, 79),  # a GPU this attempt does not use
+    ],
+)
 def test_other_gpu_events_do_not_stop_the_attempt(tmp_path, event):
     assert store(tmp_path, event) is None
 
 
 def test_the_immediate_codes_are_the_lost_gpu_and_uncorrectable_memory_ones():
-    assert IMMEDIATE_XIDS == {79, 119, 120, 48, 64, 95}
+    assert {79, 119, 120, 48, 64, 95} == IMMEDIATE_XIDS

@@ -8,12 +8,11 @@ from triage.taxonomy import Action, Category
 NODES = ["node0", "node1"]
 
 
-def _decide(*history, plan=Plan(), max_restarts=3):
-    return decide(list(history), nodes=NODES, plan=plan, max_restarts=max_restarts, backoff_s=1.5)
+def _decide(*history, plan=None, max_restarts=3):
+    return decide(list(history), nodes=NODES, plan=plan or Plan(), max_restarts=max_restarts, backoff_s=1.5)
 
 
-def _failed(attempt, category, node=None, rank=None, last_step=10, failed_step=None,
-            outcome="failed"):
+def _failed(attempt, category, node=None, rank=None, last_step=10, failed_step=None, outcome="failed"):
     return AttemptResult(attempt, outcome, category, node, rank, last_step, failed_step)
 
 
@@ -54,8 +53,9 @@ def test_collective_timeout_excludes_a_found_culprit_else_restarts():
 
 
 def test_rollback_resumes_before_the_bad_step_and_skips_it():
-    d = _decide(_failed(0, Category.NUMERICAL_INSTABILITY, last_step=11, failed_step=12),
-                plan=Plan((), None, (5,)))
+    d = _decide(
+        _failed(0, Category.NUMERICAL_INSTABILITY, last_step=11, failed_step=12), plan=Plan((), None, (5,))
+    )
     assert d.action is Action.ROLLBACK
     assert d.plan.resume_before_step == 12 and d.plan.skip_steps == (5, 12)
 
@@ -65,8 +65,7 @@ def test_rollback_is_one_attempt_only_but_skips_persist():
     assert d.plan.resume_before_step is None and d.plan.skip_steps == (12,)
 
 
-@pytest.mark.parametrize("category", [Category.GPU_OOM, Category.USER_CODE_ERROR,
-                                      Category.ENVIRONMENT_ERROR])
+@pytest.mark.parametrize("category", [Category.GPU_OOM, Category.USER_CODE_ERROR, Category.ENVIRONMENT_ERROR])
 def test_fail_fast_stops_at_once(category):
     d = _decide(_failed(0, category))
     assert not d.restart and d.final_status == "failed" and d.action is Action.FAIL_FAST
@@ -75,22 +74,28 @@ def test_fail_fast_stops_at_once(category):
 def test_preemption_requeues_even_without_a_verdict():
     d = _decide(AttemptResult(0, "preempted", last_step=20))
     assert d.restart and d.action is Action.CHECKPOINT_AND_REQUEUE
-    twice = _decide(AttemptResult(0, "preempted", Category.PREEMPTION, last_step=20),
-                    AttemptResult(1, "preempted", Category.PREEMPTION, last_step=20))
+    twice = _decide(
+        AttemptResult(0, "preempted", Category.PREEMPTION, last_step=20),
+        AttemptResult(1, "preempted", Category.PREEMPTION, last_step=20),
+    )
     assert twice.restart  # a scheduler's decision is no restart loop
 
 
 def test_escalation_when_the_same_category_comes_back():
     first = _decide(_failed(0, Category.CUDA_ERROR, rank=1, last_step=10))
     assert first.restart and first.action is Action.RESTART
-    again = _decide(_failed(0, Category.CUDA_ERROR, rank=1, last_step=10),
-                    _failed(1, Category.CUDA_ERROR, rank=2, last_step=30))
+    again = _decide(
+        _failed(0, Category.CUDA_ERROR, rank=1, last_step=10),
+        _failed(1, Category.CUDA_ERROR, rank=2, last_step=30),
+    )
     assert not again.restart and again.action is Action.FAIL_FAST
 
 
 def test_straggler_that_ended_the_attempt_escalates_to_exclusion():
-    d = _decide(_failed(0, Category.STRAGGLER, node="node0", last_step=5),
-                _failed(1, Category.STRAGGLER, node="node1", last_step=9))
+    d = _decide(
+        _failed(0, Category.STRAGGLER, node="node0", last_step=5),
+        _failed(1, Category.STRAGGLER, node="node1", last_step=9),
+    )
     assert d.action is Action.RESTART_EXCLUDING_NODE and d.plan.excluded_nodes == ("node1",)
 
 
@@ -100,23 +105,31 @@ def test_unknown_failure_restarts_plainly():
 
 
 def test_same_failure_twice_without_progress_is_a_restart_loop():
-    d = _decide(_failed(0, Category.HOST_OOM, node="node1", rank=2, last_step=10),
-                _failed(1, Category.HOST_OOM, node="node1", rank=2, last_step=10))
+    d = _decide(
+        _failed(0, Category.HOST_OOM, node="node1", rank=2, last_step=10),
+        _failed(1, Category.HOST_OOM, node="node1", rank=2, last_step=10),
+    )
     assert not d.restart and d.final_status == "gave_up" and "restart loop" in d.reason
 
 
 def test_same_failure_is_judged_by_node_where_known():
-    same_node = _decide(_failed(0, Category.STORAGE_ERROR, node="node0", rank=0),
-                        _failed(1, Category.STORAGE_ERROR, node="node0", rank=1))
+    same_node = _decide(
+        _failed(0, Category.STORAGE_ERROR, node="node0", rank=0),
+        _failed(1, Category.STORAGE_ERROR, node="node0", rank=1),
+    )
     assert not same_node.restart and "restart loop" in same_node.reason
-    other_node = _decide(_failed(0, Category.STORAGE_ERROR, node="node0", rank=0),
-                         _failed(1, Category.STORAGE_ERROR, node="node1", rank=0))
+    other_node = _decide(
+        _failed(0, Category.STORAGE_ERROR, node="node0", rank=0),
+        _failed(1, Category.STORAGE_ERROR, node="node1", rank=0),
+    )
     assert other_node.restart
 
 
 def test_same_failure_with_progress_restarts_again():
-    d = _decide(_failed(0, Category.HOST_OOM, rank=2, last_step=10),
-                _failed(1, Category.HOST_OOM, rank=2, last_step=25))
+    d = _decide(
+        _failed(0, Category.HOST_OOM, rank=2, last_step=10),
+        _failed(1, Category.HOST_OOM, rank=2, last_step=25),
+    )
     assert d.restart
 
 

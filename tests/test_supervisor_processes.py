@@ -49,14 +49,36 @@ def _wait_for(predicate, timeout_s: float) -> bool:
     return predicate()
 
 
-def _supervise(data_dir: Path, marker: str, *extra: str, env: dict | None = None,
-               agents: str = "none", **popen) -> subprocess.Popen:
+def _supervise(
+    data_dir: Path, marker: str, *extra: str, env: dict | None = None, agents: str = "none", **popen
+) -> subprocess.Popen:
     return subprocess.Popen(
-        [*TRIAGE, "run", "--agents", agents, "--data-dir", str(data_dir), "--job-id", marker,
-         "--max-restarts", "0", "--grace", "2", "--json", "--",
-         sys.executable, str(WORKLOAD), marker, *extra],
-        env=env or os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, **popen)
+        [
+            *TRIAGE,
+            "run",
+            "--agents",
+            agents,
+            "--data-dir",
+            str(data_dir),
+            "--job-id",
+            marker,
+            "--max-restarts",
+            "0",
+            "--grace",
+            "2",
+            "--json",
+            "--",
+            sys.executable,
+            str(WORKLOAD),
+            marker,
+            *extra,
+        ],
+        env=env or os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 @pytest.mark.slow
@@ -69,7 +91,8 @@ def test_kill_9_of_the_supervisor_leaves_no_process_of_the_job(tmp_path):
         sup.send_signal(signal.SIGKILL)
         sup.wait()
         assert _wait_for(lambda: not _with_marker(marker), 8), (
-            f"outlived the supervisor: {_with_marker(marker)}")
+            f"outlived the supervisor: {_with_marker(marker)}"
+        )
     finally:
         for pid in _with_marker(marker):
             os.kill(pid, signal.SIGKILL)
@@ -83,11 +106,14 @@ def test_the_node_agents_die_with_a_killed_supervisor(tmp_path):
     sup = _supervise(tmp_path, marker, "60", agents=node)
     try:
         assert _wait_for(lambda: _with_marker(node) and len(_with_marker(marker)) >= 4, 60), (
-            _with_marker(node), sup.poll())
+            _with_marker(node),
+            sup.poll(),
+        )
         sup.send_signal(signal.SIGKILL)
         sup.wait()
         assert _wait_for(lambda: not _with_marker(marker), 20), (
-            f"outlived the supervisor: {_with_marker(marker)}")
+            f"outlived the supervisor: {_with_marker(marker)}"
+        )
     finally:
         for pid in _with_marker(marker):
             os.kill(pid, signal.SIGKILL)
@@ -121,11 +147,34 @@ def test_bystanders_with_the_jobs_variables_are_never_signalled(tmp_path):
     marker = f"bystander-{uuid.uuid4().hex[:8]}"
     fake = {**os.environ, "TRIAGE_JOB_ID": marker, "TRIAGE_ATTEMPT": "0", "RANK": "0"}
     bystander = subprocess.Popen(["sleep", "120"], env=fake)
-    run = " ".join([*TRIAGE, "run", "--agents", "none", "--data-dir", str(tmp_path),
-                    "--job-id", marker, "--max-restarts", "0", "--grace", "2", "--",
-                    sys.executable, str(WORKLOAD), marker, "2", "1"])
-    shell = subprocess.Popen(["bash", "-c", f"{run} >/dev/null 2>&1; echo shell-survived"],
-                             env=fake, stdout=subprocess.PIPE, text=True)
+    run = " ".join(
+        [
+            *TRIAGE,
+            "run",
+            "--agents",
+            "none",
+            "--data-dir",
+            str(tmp_path),
+            "--job-id",
+            marker,
+            "--max-restarts",
+            "0",
+            "--grace",
+            "2",
+            "--",
+            sys.executable,
+            str(WORKLOAD),
+            marker,
+            "2",
+            "1",
+        ]
+    )
+    shell = subprocess.Popen(
+        ["bash", "-c", f"{run} >/dev/null 2>&1; echo shell-survived"],
+        env=fake,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, _ = shell.communicate(timeout=60)
         assert shell.returncode == 0 and "shell-survived" in out
@@ -199,10 +248,12 @@ def test_no_next_attempt_starts_beside_a_process_that_withstood_sigkill(tmp_path
 
     stuck = JobProcess(pid=4_194_999, ppid=1, rank=0, cmdline="python train.py")
     monkeypatch.setattr(AttemptProcesses, "stop", lambda self, grace_s: [stuck.pid])
-    monkeypatch.setattr(AttemptProcesses, "processes",
-                        lambda self: [stuck] if self.launcher.poll() is not None else [])
-    cfg = SupervisorConfig(job_id="stuck", data_dir=str(tmp_path), agents="none",
-                           max_restarts=3, backoff=0.0, grace=1.0)
+    monkeypatch.setattr(
+        AttemptProcesses, "processes", lambda self: [stuck] if self.launcher.poll() is not None else []
+    )
+    cfg = SupervisorConfig(
+        job_id="stuck", data_dir=str(tmp_path), agents="none", max_restarts=3, backoff=0.0, grace=1.0
+    )
     report = Supervisor(cfg, [sys.executable, "-c", "raise SystemExit(1)"]).run()
     assert len(report.attempts) == 1 and report.status == "failed"
     assert "outlived SIGKILL (4194999): not starting attempt 1" in report.reason

@@ -38,6 +38,7 @@ def world1(unused_port):
 @pytest.fixture
 def unused_port():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -45,8 +46,10 @@ def unused_port():
 
 def test_steps_collectives_events_and_heartbeats_reach_the_spool(tmp_path, world1):
     model = torch.nn.Linear(8, 8)
-    mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, job_id="j", canary_every=2,
-                                        rank=0, world_size=1, node="n0"), model=model).start()
+    mon = TrainingMonitor(
+        MonitorConfig(data_dir=tmp_path, job_id="j", canary_every=2, rank=0, world_size=1, node="n0"),
+        model=model,
+    ).start()
     for step in range(6):
         with mon.step(step, tokens=64, samples=8) as s:
             with s.data():
@@ -129,8 +132,12 @@ def test_unwritable_spool_is_reported_once_and_rows_survive_until_it_recovers(tm
 
 
 def _run_child(data_dir, mode, steps, pause="0"):
-    return subprocess.Popen([sys.executable, str(CHILD), str(data_dir), mode, str(steps), pause],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), str(data_dir), mode, str(steps), pause],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_uncaught_exception_is_recorded_with_traceback(tmp_path):

@@ -25,10 +25,26 @@ RANK_TIMEOUT = 4  # --collective-timeout of the fault runs: how long a hang bloc
 def train(run_dir: Path, *args: str, timeout: float = 90) -> tuple[int, dict, str]:
     """`triage train` in a subprocess; (exit status, summary, stdout+stderr)."""
     summary = run_dir.parent / f"{run_dir.name}-summary.json"
-    proc = subprocess.run([sys.executable, "-m", "triage.cli", "train", "--run-dir", str(run_dir),
-                           "--summary", str(summary), "--data-dir", str(run_dir.parent / "data"),
-                           "--job-id", run_dir.name, *args],
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "train",
+            "--run-dir",
+            str(run_dir),
+            "--summary",
+            str(summary),
+            "--data-dir",
+            str(run_dir.parent / "data"),
+            "--job-id",
+            run_dir.name,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc.returncode, json.loads(summary.read_text()), proc.stdout + proc.stderr
 
 
@@ -36,8 +52,19 @@ def train(run_dir: Path, *args: str, timeout: float = 90) -> tuple[int, dict, st
 def reference(tmp_path_factory):
     """8 uninterrupted steps on 2 nodes x 2 ranks, checkpoints at steps 4 and 8."""
     run_dir = tmp_path_factory.mktemp("ref") / "ref"
-    rc, summary, out = train(run_dir, "--nnodes", "2", "--nproc-per-node", "2", "--steps", "8",
-                             "--checkpoint-every", "4", "--keep", "2")
+    rc, summary, out = train(
+        run_dir,
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "2",
+        "--steps",
+        "8",
+        "--checkpoint-every",
+        "4",
+        "--keep",
+        "2",
+    )
     assert rc == 0, out
     return run_dir, summary
 
@@ -77,8 +104,18 @@ def test_resume_at_a_smaller_world_size_reshards(reference, tmp_path):
 
 
 def fault_run(tmp_path, spec, *extra):
-    return train(tmp_path / "run", "--steps", "3", "--checkpoint-every", "0",
-                 "--collective-timeout", str(RANK_TIMEOUT), "--inject", spec, *extra)
+    return train(
+        tmp_path / "run",
+        "--steps",
+        "3",
+        "--checkpoint-every",
+        "0",
+        "--collective-timeout",
+        str(RANK_TIMEOUT),
+        "--inject",
+        spec,
+        *extra,
+    )
 
 
 # Each crashing fault kind is run on 2 nodes x 2 ranks, its output and its analysis checked, in
@@ -98,8 +135,9 @@ def test_faults_fire_only_in_their_attempt(tmp_path):
 
 
 def test_disk_full_fails_the_save_and_leaves_no_checkpoint(tmp_path):
-    rc, s, out = train(tmp_path / "run", "--steps", "4", "--checkpoint-every", "2",
-                       "--inject", "disk_full@step=3,rank=1")
+    rc, s, out = train(
+        tmp_path / "run", "--steps", "4", "--checkpoint-every", "2", "--inject", "disk_full@step=3,rank=1"
+    )
     assert rc == 1
     assert "checkpoint_error: saving" in out and "rank 1: OSError: [Errno 28] No space left on device" in out
     assert [st for st, _ in complete_checkpoints(tmp_path / "run")] == [2]
@@ -108,8 +146,7 @@ def test_disk_full_fails_the_save_and_leaves_no_checkpoint(tmp_path):
 
 def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     run_dir = tmp_path / "run"
-    rc, s, out = train(run_dir, "--steps", "6", "--checkpoint-every", "0",
-                       "--inject", "sigterm@step=3")
+    rc, s, out = train(run_dir, "--steps", "6", "--checkpoint-every", "0", "--inject", "sigterm@step=3")
     assert rc == 143, out
     assert "preempted (SIGTERM): checkpoint saved at step 3" in out
     assert [st for st, _ in complete_checkpoints(run_dir)] == [3]
@@ -118,8 +155,16 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
 
 def test_corrupt_checkpoint_fails_resume_then_previous_one_is_used(tmp_path):
     run_dir = tmp_path / "run"
-    rc, _, out = train(run_dir, "--steps", "4", "--checkpoint-every", "2", "--async-checkpoint",
-                       "--inject", "ckpt_corrupt@step=4,rank=1")
+    rc, _, out = train(
+        run_dir,
+        "--steps",
+        "4",
+        "--checkpoint-every",
+        "2",
+        "--async-checkpoint",
+        "--inject",
+        "ckpt_corrupt@step=4,rank=1",
+    )
     assert rc == 0, out  # the run goes on past the damage
     assert [st for st, _ in complete_checkpoints(run_dir)] == [2, 4]  # async saves got sealed
     rc, s, out = train(run_dir, "--steps", "5", "--checkpoint-every", "0")
@@ -132,14 +177,29 @@ def test_corrupt_checkpoint_fails_resume_then_previous_one_is_used(tmp_path):
 
 
 def test_non_crashing_faults_keep_training_and_record_gpu_faults(tmp_path):
-    rc, s, out = train(tmp_path / "run", "--steps", "3", "--checkpoint-every", "0",
-                       "--inject", "slow@step=2,factor=2", "--inject", "sdc@step=1,rank=1",
-                       "--inject", "thermal@step=2,rank=1", "--inject", "pcie@step=2",
-                       "--inject", "xid@step=2,xid=63,rank=1")
+    rc, s, out = train(
+        tmp_path / "run",
+        "--steps",
+        "3",
+        "--checkpoint-every",
+        "0",
+        "--inject",
+        "slow@step=2,factor=2",
+        "--inject",
+        "sdc@step=1,rank=1",
+        "--inject",
+        "thermal@step=2,rank=1",
+        "--inject",
+        "pcie@step=2",
+        "--inject",
+        "xid@step=2,xid=63,rank=1",
+    )
     assert rc == 0 and s["exit"] == "completed", out
     faults_dir = tmp_path / "data" / "faults"
-    lines = [json.loads(line) for f in faults_dir.glob("*.jsonl")
-             for line in f.read_text().splitlines()]
+    lines = [json.loads(line) for f in faults_dir.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert sorted((r["kind"], r["rank"], r["xid"]) for r in lines) == [
-        ("pcie", 0, None), ("thermal", 1, None), ("xid", 1, 63)]
+        ("pcie", 0, None),
+        ("thermal", 1, None),
+        ("xid", 1, 63),
+    ]
     assert all(r["job_id"] == "run" and r["attempt"] == 0 for r in lines)

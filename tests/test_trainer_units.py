@@ -29,18 +29,21 @@ def test_inject_spec_defaults_and_values():
     assert parse_inject_spec("sigterm@step=3").applies(rank=7, attempt=0)  # every rank
 
 
-@pytest.mark.parametrize("text, says", [
-    ("boom@step=1", "unknown kind"),
-    ("kill", "say when"),
-    ("kill@rank=1", "say when"),
-    ("kill@step=x", "not a number"),
-    ("kill@step=1,factor=2", "bad item"),
-    ("hang@step=1,bogus", "bad item"),
-    ("xid@step=1", "xid=N"),
-    ("xid@step=1,xid=999", "xid=N"),
-    ("slow@step=1,factor=0.5", "factor must be >= 1"),
-    ("kill@step=-1", "negative"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("boom@step=1", "unknown kind"),
+        ("kill", "say when"),
+        ("kill@rank=1", "say when"),
+        ("kill@step=x", "not a number"),
+        ("kill@step=1,factor=2", "bad item"),
+        ("hang@step=1,bogus", "bad item"),
+        ("xid@step=1", "xid=N"),
+        ("xid@step=1,xid=999", "xid=N"),
+        ("slow@step=1,factor=0.5", "factor must be >= 1"),
+        ("kill@step=-1", "negative"),
+    ],
+)
 def test_inject_spec_rejects_with_a_clear_message(text, says):
     with pytest.raises(ConfigError, match=says):
         parse_inject_spec(text)
@@ -63,8 +66,11 @@ def test_checkpoint_integrity_check_and_quarantine(tmp_path):
     assert json.loads((good / ckpt.MARKER).read_text())["files"]["__1_0.distcp"]["size"] == 1000
     shard = ckpt.truncate_shard(bad, rank=1)
     assert shard.name == "__1_0.distcp" and shard.stat().st_size == 500
-    with pytest.raises(ckpt.CheckpointError, match=r"checkpoint_error: .*step_00000004.*"
-                       r"__1_0.distcp is 500 bytes, expected 1000"):
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match=r"checkpoint_error: .*step_00000004.*"
+        r"__1_0.distcp is 500 bytes, expected 1000",
+    ):
         ckpt.verify(bad)
     (good / "__0_0.distcp").write_bytes(b"y" * 1000)  # same size, other bytes
     with pytest.raises(ckpt.CheckpointError, match="SHA-256"):
@@ -110,9 +116,15 @@ def test_sdc_mode_perturbs_matmuls_silently():
 
 
 def _injector(specs, tmp_path, rank=0):
-    return faults.FaultInjector([parse_inject_spec(s) for s in specs], rank=rank, local_rank=1,
-                                attempt=0, job_id="j", data_dir=str(tmp_path),
-                                model=GPT(MODEL_SIZES["tiny"]))
+    return faults.FaultInjector(
+        [parse_inject_spec(s) for s in specs],
+        rank=rank,
+        local_rank=1,
+        attempt=0,
+        job_id="j",
+        data_dir=str(tmp_path),
+        model=GPT(MODEL_SIZES["tiny"]),
+    )
 
 
 def test_slowdowns_stretch_compute_by_their_factor(tmp_path, monkeypatch):
@@ -125,7 +137,7 @@ def test_slowdowns_stretch_compute_by_their_factor(tmp_path, monkeypatch):
     inj.before_compute(4)
     inj.after_compute(1.0)
     assert slept == [pytest.approx(1.0), pytest.approx(2.0 + 0.2)]
-    recorded = list((tmp_path / "faults").glob("*.jsonl"))[0].read_text()
+    recorded = next(iter((tmp_path / "faults").glob("*.jsonl"))).read_text()
     assert '"pcie"' in recorded and '"thermal"' not in recorded  # the thermal fault was rank 1's
 
 
@@ -137,7 +149,9 @@ def test_gpu_faults_are_recorded_before_acting(tmp_path, monkeypatch):
     inj.before_compute(3)  # Xid 63: no effect on the process
     records = [json.loads(line) for line in (tmp_path / "faults" / "node7.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["xid"], r["gpu"], r["rank"], r["job_id"]) for r in records] == [
-        ("ecc", 48, 1, 0, "j"), ("xid", 63, 3, 0, "j")]
+        ("ecc", 48, 1, 0, "j"),
+        ("xid", 63, 3, 0, "j"),
+    ]
 
 
 def test_exception_fault_is_a_real_keyerror_in_the_batch_transform(tmp_path):
@@ -149,10 +163,12 @@ def test_exception_fault_is_a_real_keyerror_in_the_batch_transform(tmp_path):
 
 
 def test_summary_from_progress_records():
-    events = [{"event": "start", "world_size": 4, "resumed_from_step": 10},
-              {"event": "step", "step": 11, "loss": 2.0, "tokens": 100, "step_time_s": 0.1},
-              {"event": "step", "step": 12, "loss": 1.5, "tokens": 100, "step_time_s": 0.3},
-              {"event": "error", "message": "KeyError: 'labels'"}]
+    events = [
+        {"event": "start", "world_size": 4, "resumed_from_step": 10},
+        {"event": "step", "step": 11, "loss": 2.0, "tokens": 100, "step_time_s": 0.1},
+        {"event": "step", "step": 12, "loss": 1.5, "tokens": 100, "step_time_s": 0.3},
+        {"event": "error", "message": "KeyError: 'labels'"},
+    ]
     s = build_summary(events, job_id="j", world_size=4, completed=False)
     assert s["steps_completed"] == 12 and s["resumed_from_step"] == 10
     assert s["losses"] == [[11, 2.0], [12, 1.5]] and s["final_loss"] == 1.5
@@ -162,13 +178,16 @@ def test_summary_from_progress_records():
     assert empty["steps_completed"] == 0 and empty["losses"] == [] and empty["final_loss"] is None
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--steps", "0"], "--steps must be >= 1"),
-    (["--inject", "meltdown@step=1"], "unknown kind"),
-    (["--inject", "data_error@step=1", "--num-workers", "0"], "num-workers"),
-    (["--node-rank", "1"], "--rdzv-endpoint"),
-    (["--rdzv-endpoint", "nohost"], "HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--inject", "meltdown@step=1"], "unknown kind"),
+        (["--inject", "data_error@step=1", "--num-workers", "0"], "num-workers"),
+        (["--node-rank", "1"], "--rdzv-endpoint"),
+        (["--rdzv-endpoint", "nohost"], "HOST:PORT"),
+    ],
+)
 def test_train_rejects_bad_flags_with_exit_2(argv, says, tmp_path, capsys):
     assert main(["train", "--run-dir", str(tmp_path / "r"), *argv]) == 2
     assert says in capsys.readouterr().err
@@ -197,13 +216,15 @@ def test_launcher_kills_a_node_that_ignores_sigterm_after_another_failed():
 
     from triage.reference_trainer.launcher import _Nodes
 
-    stuck = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-             "print('ready', flush=True); time.sleep(120)")
+    stuck = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(120)"
+    )
     nodes = object.__new__(_Nodes)
-    nodes.procs = [subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"],
-                                    start_new_session=True),
-                   subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE,
-                                    start_new_session=True)]
+    nodes.procs = [
+        subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"], start_new_session=True),
+        subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE, start_new_session=True),
+    ]
     nodes.procs[1].stdout.readline()  # its SIG_IGN is in place
     nodes.straggle_s, nodes.kill_after_s = 0.3, 0.3
     assert nodes.wait() == [1, -9]  # without the SIGKILL: [1, 0] two minutes later

@@ -18,30 +18,62 @@ WORKLOADS = Path(__file__).parent / "workloads"
 pytestmark = pytest.mark.slow
 
 
-def run_job(tmp_path: Path, script: str, *flags: str, fault: tuple[str, int, int] | None = None,
-            steps: int = 12) -> tuple[int, dict]:
+def run_job(
+    tmp_path: Path, script: str, *flags: str, fault: tuple[str, int, int] | None = None, steps: int = 12
+) -> tuple[int, dict]:
     """(exit status, the JSON report) of `triage run` over a workload, the fault given as
     (kind, rank, step)."""
     torchrun = str(Path(sys.executable).parent / "torchrun")
     env = dict(os.environ)
     if fault is not None:
-        env.update(WORKLOAD_FAULT=fault[0], WORKLOAD_FAULT_RANK=str(fault[1]),
-                   WORKLOAD_FAULT_STEP=str(fault[2]),
-                   WORKLOAD_FAULT_ONCE=str(tmp_path / "fault-done"))
+        env.update(
+            WORKLOAD_FAULT=fault[0],
+            WORKLOAD_FAULT_RANK=str(fault[1]),
+            WORKLOAD_FAULT_STEP=str(fault[2]),
+            WORKLOAD_FAULT_ONCE=str(tmp_path / "fault-done"),
+        )
     out = subprocess.run(
-        [sys.executable, "-m", "triage.cli", "run", "--json", "--data-dir", str(tmp_path / "d"),
-         "--job-id", "plain", "--backoff", "0", *flags, "--", torchrun,
-         "--nproc-per-node", "2", str(WORKLOADS / script), "--steps", str(steps),
-         "--checkpoint", str(tmp_path / "ckpt")],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "run",
+            "--json",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--job-id",
+            "plain",
+            "--backoff",
+            "0",
+            *flags,
+            "--",
+            torchrun,
+            "--nproc-per-node",
+            "2",
+            str(WORKLOADS / script),
+            "--steps",
+            str(steps),
+            "--checkpoint",
+            str(tmp_path / "ckpt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env=env,
+    )
     assert out.returncode in (0, 1), out.stderr[-3000:]
     text = "\n" + out.stdout  # the script's own prints come first; the report is last
-    return out.returncode, json.loads(text[text.rindex("\n{\n") + 1:])
+    return out.returncode, json.loads(text[text.rindex("\n{\n") + 1 :])
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "triage.cli", *args, "--data-dir",
-                           str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "triage.cli", *args, "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def analysis(tmp_path: Path) -> dict:
@@ -66,8 +98,8 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
             "SELECT attempt, rank, min(step), max(step) FROM steps GROUP BY ALL ORDER BY ALL"
         ).fetchall()
         hooks = snap.con.execute(
-            "SELECT DISTINCT json_extract_string(detail, '$.hooks') FROM events "
-            "WHERE kind = 'process_start'").fetchall()
+            "SELECT DISTINCT json_extract_string(detail, '$.hooks') FROM events WHERE kind = 'process_start'"
+        ).fetchall()
     # AdamW's own step count numbers the steps, and goes on from the script's checkpoint; the
     # killed rank loses what it had not flushed yet (at most the last second: maybe all of it)
     by = {(a, r): (lo, hi) for a, r, lo, hi in rows}
@@ -84,8 +116,9 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
 def test_a_job_without_hooks_is_never_stopped_as_hung_and_judged_by_its_output(tmp_path):
     # no hooks, a start-up timeout far below the job's run time, rank 0 SIGKILLed: the job
     # must run to its end, and the kill be told from the launcher's report in the output
-    rc, report = run_job(tmp_path, "ddp_train.py", "--no-auto-hooks", "--startup-timeout", "1",
-                         fault=("kill", 0, 4))
+    rc, report = run_job(
+        tmp_path, "ddp_train.py", "--no-auto-hooks", "--startup-timeout", "1", fault=("kill", 0, 4)
+    )
     assert rc == 0 and [a["outcome"] for a in report["attempts"]] == ["failed", "completed"]
     assert report["attempts"][0]["detection"] != "hang"
     incident = root_of(analysis(tmp_path), 0)
@@ -102,10 +135,8 @@ def test_a_user_exception_without_hooks_fails_fast_with_its_rank(tmp_path):
 
 
 @pytest.mark.parametrize("script, culprit", [("ddp_train.py", 1), ("fsdp_train.py", 0)])
-def test_a_hung_rank_is_found_by_the_flight_recorder_as_fr_trace_finds_it(tmp_path, script,
-                                                                          culprit):
-    rc, report = run_job(tmp_path, script, "--hang-timeout", "5", fault=("hang", culprit, 4),
-                         steps=8)
+def test_a_hung_rank_is_found_by_the_flight_recorder_as_fr_trace_finds_it(tmp_path, script, culprit):
+    rc, report = run_job(tmp_path, script, "--hang-timeout", "5", fault=("hang", culprit, 4), steps=8)
     assert rc == 0 and report["status"] == "completed"
     first = report["attempts"][0]
     assert first["outcome"] == "hung"
@@ -115,8 +146,18 @@ def test_a_hung_rank_is_found_by_the_flight_recorder_as_fr_trace_finds_it(tmp_pa
     # PyTorch's own analyzer on the very dumps names the same rank, and no cause
     dumps = next((tmp_path / "d" / "fr").glob("plain/*/attempt-0"))
     fr_trace = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(dumps),
-         "--prefix", FR_PREFIX], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.flight_recorder.fr_trace",
+            str(dumps),
+            "--prefix",
+            FR_PREFIX,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert fr_trace.returncode == 0, fr_trace.stderr[-2000:]
     said = fr_trace.stdout + fr_trace.stderr  # it reports through logging
     missing = re.search(r"missing ranks: \{([\d, ]+)\}", said)

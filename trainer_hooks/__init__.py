@@ -6,14 +6,16 @@ schema does not import torch).
 
 from typing import Any
 
-__all__ = ["TrainingMonitor", "MonitorConfig"]
+__all__ = ["MonitorConfig", "TrainingMonitor"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "TrainingMonitor":
         from triage.trainer_hooks.monitor import TrainingMonitor
+
         return TrainingMonitor
     if name == "MonitorConfig":
         from triage.trainer_hooks.config import MonitorConfig
+
         return MonitorConfig
     raise AttributeError(name)

@@ -32,6 +32,7 @@ import torch
 from triage.config import ENV_AUTO_HOOKS
 from triage.trainer_hooks.config import MonitorConfig
 from triage.trainer_hooks.monitor import TrainingMonitor
+
 #: Set in a rank once it is instrumented: a process it starts (a spawned DataLoader worker
 #: inherits RANK too) sees another pid here and stays out.
 ENV_HOOKED_PID = "TRIAGE_AUTO_HOOKED_PID"
@@ -53,12 +54,13 @@ class AutoInstrument:
         self._backward: Any = None
         self._clip: Any = None
 
-    def install(self) -> "AutoInstrument":
-        from torch.optim.optimizer import (register_optimizer_step_post_hook,
-                                           register_optimizer_step_pre_hook)
+    def install(self) -> AutoInstrument:
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        self._handles = [register_optimizer_step_pre_hook(self._pre),
-                         register_optimizer_step_post_hook(self._post)]
+        self._handles = [
+            register_optimizer_step_pre_hook(self._pre),
+            register_optimizer_step_post_hook(self._post),
+        ]
         self._backward = torch.Tensor.backward
         original_backward = self._backward
 
@@ -196,8 +198,7 @@ def install_from_env() -> AutoInstrument | None:
     return _active
 
 
-def attach(model: torch.nn.Module | None = None, config: MonitorConfig | None = None
-           ) -> AutoInstrument:
+def attach(model: torch.nn.Module | None = None, config: MonitorConfig | None = None) -> AutoInstrument:
     """What the framework callbacks use: a `TrainingMonitor` of the script's own (it retires
     the zero-code one where `triage run` started that) fed by the same optimizer and backward
     hooks, so every optimizer step the framework takes is a step. Undo with `detach`."""

@@ -7,14 +7,14 @@ append; when a table is full the record is dropped and counted rather than block
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class RecordBuffer:
     def __init__(self, tables: Iterable[str], capacity: int) -> None:
         self.capacity = capacity
         self._queues: dict[str, deque[tuple]] = {t: deque() for t in tables}
-        self.dropped: dict[str, int] = {t: 0 for t in self._queues}
+        self.dropped: dict[str, int] = dict.fromkeys(self._queues, 0)
 
     def put(self, table: str, row: tuple) -> bool:
         q = self._queues[table]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -132,7 +133,7 @@ class CollectiveRecorder:
         if cached is None:
             try:
                 cached = (str(group.group_name), int(group.size()))
-            except Exception:
+            except Exception:  # noqa: BLE001 (a group torch cannot describe keeps a synthetic name)
                 cached = (f"pg{key:x}", 0)
             self._groups[key] = cached
         return cached
@@ -154,7 +155,7 @@ class CollectiveRecorder:
             async_op = args[spec.async_pos] if len(args) > spec.async_pos else kwargs.get("async_op", False)
             try:
                 gname, gsize = recorder._group(group)
-            except Exception:  # not initialised / not a member: let torch raise its own error
+            except Exception:  # noqa: BLE001 (not initialised / not a member: let torch raise its own error)
                 return original(*args, **kwargs)
             seq = recorder._seq.get(gname, 0) + 1
             recorder._seq[gname] = seq
@@ -198,7 +199,7 @@ class CollectiveRecorder:
     def _complete_on_future(self, row: tuple, key: tuple[str, int], work: Any) -> None:
         try:
             fut = work.get_future()
-        except Exception:  # backends without futures: completion unknown, keep the entry
+        except Exception:  # noqa: BLE001 (no futures on this backend: completion unknown)
             self._inflight.pop(key, None)
             self._emit(row, None)
             return

@@ -6,8 +6,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triage.config import (ENV_ATTEMPT, ENV_AUTO_HOOKS, ENV_JOB_ID, ENV_NODE, ENV_RUN_ID, ConfigError,
-                           data_dir_from_env, node_name)
+from triage.config import (
+    ENV_ATTEMPT,
+    ENV_AUTO_HOOKS,
+    ENV_JOB_ID,
+    ENV_NODE,
+    ENV_RUN_ID,
+    ConfigError,
+    data_dir_from_env,
+    node_name,
+)
 from triage.names import check_name, is_valid_name
 
 #: The folder whose `sitecustomize` instruments torchrun ranks without code in the script
@@ -18,8 +26,7 @@ AUTOLOAD_DIR = Path(__file__).resolve().parent / "autoload"
 def auto_hooks_env(env: dict[str, str]) -> dict[str, str]:
     """`env` with the zero-code instrumentation switched on for the Python ranks it starts."""
     env[ENV_AUTO_HOOKS] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(AUTOLOAD_DIR), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(AUTOLOAD_DIR), env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -35,39 +42,65 @@ def run_id_from_env() -> str | None:
 
 @dataclass
 class MonitorConfig:
-    data_dir: Path = field(default_factory=data_dir_from_env,
-                           metadata={"help": "Triage data directory (spools are written under it)"})
-    job_id: str = field(default_factory=lambda: os.environ.get(ENV_JOB_ID, "local"),
-                        metadata={"help": "job id (env TRIAGE_JOB_ID)"})
-    run_id: str | None = field(default_factory=run_id_from_env,
-                               metadata={"help": "run id (env TRIAGE_RUN_ID, set by triage run)"})
-    attempt: int = field(default_factory=lambda: int(os.environ.get(ENV_ATTEMPT, "0")),
-                         metadata={"help": "restart attempt (env TRIAGE_ATTEMPT)"})
+    data_dir: Path = field(
+        default_factory=data_dir_from_env,
+        metadata={"help": "Triage data directory (spools are written under it)"},
+    )
+    job_id: str = field(
+        default_factory=lambda: os.environ.get(ENV_JOB_ID, "local"),
+        metadata={"help": "job id (env TRIAGE_JOB_ID)"},
+    )
+    run_id: str | None = field(
+        default_factory=run_id_from_env, metadata={"help": "run id (env TRIAGE_RUN_ID, set by triage run)"}
+    )
+    attempt: int = field(
+        default_factory=lambda: int(os.environ.get(ENV_ATTEMPT, "0")),
+        metadata={"help": "restart attempt (env TRIAGE_ATTEMPT)"},
+    )
     rank: int = field(default_factory=lambda: int(os.environ.get("RANK", "0")))
     local_rank: int = field(default_factory=lambda: int(os.environ.get("LOCAL_RANK", "0")))
     world_size: int = field(default_factory=lambda: int(os.environ.get("WORLD_SIZE", "1")))
     node: str = field(default_factory=node_name)
-    flush_interval_s: float = field(default=1.0, metadata={
-        "help": "how often buffered records are written to the spool; a SIGKILL loses at most this much"})
+    flush_interval_s: float = field(
+        default=1.0,
+        metadata={
+            "help": "how often buffered records are written to the spool; a SIGKILL loses at most this much"
+        },
+    )
     heartbeat_interval_s: float = field(default=1.0, metadata={"help": "heartbeat period"})
-    buffer_capacity: int = field(default=200_000, metadata={
-        "help": "records held in memory per table before new ones are dropped (and counted)"})
-    canary_every: int = field(default=10, metadata={
-        "help": "run the known-answer SDC canary on the first step and every N steps after "
-                "(0 disables it); one 64x64 matmul, read back off the hot path"})
-    flops_per_token: float | None = field(default=None, metadata={
-        "help": "model FLOPs per trained token (6N rule) for MFU; unknown leaves MFU empty"})
-    peak_flops: float | None = field(default=None, metadata={
-        "help": "the device's peak FLOP/s for MFU (e.g. 989e12 for H100 bf16 dense)"})
-    collectives: bool = field(default=True, metadata={
-        "help": "time every torch.distributed collective"})
-    capture_uncaught: bool = field(default=True, metadata={
-        "help": "record uncaught exceptions and exits through sys.excepthook and atexit"})
-    mode: str = field(default="explicit", metadata={
-        "help": "how the monitor came to this rank: `explicit` (the script's own "
-                "TrainingMonitor, which reports steps) or `auto` (triage run's zero-code "
-                "instrumentation, which reports steps only where the loop steps a torch "
-                "optimizer)", "cli": False})
+    buffer_capacity: int = field(
+        default=200_000,
+        metadata={"help": "records held in memory per table before new ones are dropped (and counted)"},
+    )
+    canary_every: int = field(
+        default=10,
+        metadata={
+            "help": "run the known-answer SDC canary on the first step and every N steps after "
+            "(0 disables it); one 64x64 matmul, read back off the hot path"
+        },
+    )
+    flops_per_token: float | None = field(
+        default=None,
+        metadata={"help": "model FLOPs per trained token (6N rule) for MFU; unknown leaves MFU empty"},
+    )
+    peak_flops: float | None = field(
+        default=None, metadata={"help": "the device's peak FLOP/s for MFU (e.g. 989e12 for H100 bf16 dense)"}
+    )
+    collectives: bool = field(default=True, metadata={"help": "time every torch.distributed collective"})
+    capture_uncaught: bool = field(
+        default=True,
+        metadata={"help": "record uncaught exceptions and exits through sys.excepthook and atexit"},
+    )
+    mode: str = field(
+        default="explicit",
+        metadata={
+            "help": "how the monitor came to this rank: `explicit` (the script's own "
+            "TrainingMonitor, which reports steps) or `auto` (triage run's zero-code "
+            "instrumentation, which reports steps only where the loop steps a torch "
+            "optimizer)",
+            "cli": False,
+        },
+    )
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)

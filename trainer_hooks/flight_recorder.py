@@ -40,8 +40,7 @@ _STACK_FRAMES = 12
 _OWN_FILES = ("trainer_hooks/flight_recorder.py", "trainer_hooks/monitor.py")
 
 
-def dump_dir(data_dir: str | os.PathLike[str], job_id: str, run_id: str | None,
-             attempt: int) -> Path:
+def dump_dir(data_dir: str | os.PathLike[str], job_id: str, run_id: str | None, attempt: int) -> Path:
     """Where an attempt's Flight Recorder dumps go (the names are checked by whoever made
     them: the supervisor and the monitor's config)."""
     return Path(data_dir) / "fr" / job_id / (run_id or "no-run") / f"attempt-{attempt}"
@@ -59,10 +58,12 @@ def _python_stacks() -> dict[str, list[str]]:
     out = {}
     for ident, frame in sys._current_frames().items():
         # the dump's own frames (a SIGTERM handler runs on top of the main thread) are noise
-        frames = [f for f in traceback.extract_stack(frame)
-                  if not f.filename.endswith(_OWN_FILES)][-_STACK_FRAMES:]
+        frames = [f for f in traceback.extract_stack(frame) if not f.filename.endswith(_OWN_FILES)][
+            -_STACK_FRAMES:
+        ]
         out[names.get(ident, str(ident))] = [
-            f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in frames]
+            f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in frames
+        ]
     return out
 
 
@@ -71,8 +72,11 @@ def _repair_group_names(trace: dict[str, Any]) -> None:
     config = trace.get("pg_config")
     if not isinstance(config, dict) or "" not in config:
         return
-    used = {str(e["process_group"][0]) for e in trace.get("entries", [])
-            if isinstance(e, dict) and e.get("process_group")}
+    used = {
+        str(e["process_group"][0])
+        for e in trace.get("entries", [])
+        if isinstance(e, dict) and e.get("process_group")
+    }
     missing = sorted(used - set(config))
     if len(missing) == 1:
         config[missing[0]] = config.pop("")
@@ -84,21 +88,26 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {}
     for e in trace.get("entries", []):
         pg = e.get("process_group") or ["?", "?"]
-        g = groups.setdefault(str(pg[0]), {"name": str(pg[0]), "desc": str(pg[1]),
-                                           "collectives": []})
+        g = groups.setdefault(str(pg[0]), {"name": str(pg[0]), "desc": str(pg[1]), "collectives": []})
         if e.get("is_p2p"):
             continue
-        g["collectives"].append({
-            "seq": int(e.get("collective_seq_id", -1)), "op": str(e.get("profiling_name", "")),
-            "state": str(e.get("state", "")), "sizes": e.get("input_sizes"),
-            "created": (e.get("time_created_ns") or 0) / 1e9})
+        g["collectives"].append(
+            {
+                "seq": int(e.get("collective_seq_id", -1)),
+                "op": str(e.get("profiling_name", "")),
+                "state": str(e.get("state", "")),
+                "sizes": e.get("input_sizes"),
+                "created": (e.get("time_created_ns") or 0) / 1e9,
+            }
+        )
     for g in groups.values():
         g["collectives"] = sorted(g["collectives"], key=lambda c: c["seq"])[-_KEPT_PER_GROUP:]
     for name, status in (trace.get("pg_status") or {}).items():
         g = groups.setdefault(str(name), {"name": str(name), "desc": "", "collectives": []})
         g.update({k: int(v) for k, v in status.items() if isinstance(v, int)})
-    ranks_of = {str(k): v.get("ranks") for k, v in (trace.get("pg_config") or {}).items()
-                if isinstance(v, dict)}
+    ranks_of = {
+        str(k): v.get("ranks") for k, v in (trace.get("pg_config") or {}).items() if isinstance(v, dict)
+    }
     for name, g in groups.items():
         g["ranks"] = ranks_of.get(name)
     return {"groups": list(groups.values())}
@@ -149,18 +158,29 @@ class FlightRecorderDumper:
             try:
                 from torch._C._distributed_c10d import _dump_fr_trace
 
-                trace = pickle.loads(_dump_fr_trace(includeCollectives=True,
-                                                    includeStackTraces=False, onlyActive=False))
+                trace = pickle.loads(
+                    _dump_fr_trace(includeCollectives=True, includeStackTraces=False, onlyActive=False)
+                )
                 _repair_group_names(trace)
                 self.folder.mkdir(parents=True, exist_ok=True)
                 _write_atomically(self.folder / f"{FR_PREFIX}{self.rank}", pickle.dumps(trace))
-                body = {"rank": self.rank, "pid": os.getpid(), "time": time.time(),
-                        "reason": reason, **summarize(trace), "stacks": _python_stacks()}
-                _write_atomically(self.folder / f"rank{self.rank}.json",
-                                  json.dumps(body, default=str).encode())
+                body = {
+                    "rank": self.rank,
+                    "pid": os.getpid(),
+                    "time": time.time(),
+                    "reason": reason,
+                    **summarize(trace),
+                    "stacks": _python_stacks(),
+                }
+                _write_atomically(
+                    self.folder / f"rank{self.rank}.json", json.dumps(body, default=str).encode()
+                )
             except (OSError, RuntimeError, ImportError, pickle.UnpicklingError) as exc:
-                print(f"triage: rank {self.rank}: Flight Recorder dump failed ({exc})",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"triage: rank {self.rank}: Flight Recorder dump failed ({exc})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return False
         finally:
             self._lock.release()

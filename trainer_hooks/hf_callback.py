@@ -25,8 +25,7 @@ class TriageTrainerCallback(TrainerCallback):  # type: ignore[misc]
         self.config = config
         self.hooks: AutoInstrument | None = None
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
-                       **kwargs: Any) -> None:
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self.hooks is None:
             self.hooks = attach(model, self.config)
 

@@ -30,7 +30,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -51,14 +52,14 @@ def _is_cuda(device: torch.device | None) -> bool:
 class _Phase:
     """A reusable timer for one phase of the step; adds its duration to the step's slot."""
 
-    __slots__ = ("_timer", "_slot", "_t0")
+    __slots__ = ("_slot", "_t0", "_timer")
 
-    def __init__(self, timer: "StepTimer", slot: int) -> None:
+    def __init__(self, timer: StepTimer, slot: int) -> None:
         self._timer = timer
         self._slot = slot
         self._t0 = 0.0
 
-    def __enter__(self) -> "_Phase":
+    def __enter__(self) -> _Phase:
         self._t0 = time.perf_counter()
         return self
 
@@ -69,7 +70,7 @@ class _Phase:
 class StepTimer:
     """Collects one step's phases and scalars; reused from step to step (no allocation)."""
 
-    def __init__(self, monitor: "TrainingMonitor") -> None:
+    def __init__(self, monitor: TrainingMonitor) -> None:
         self._monitor = monitor
         self._phase_s = [0.0, 0.0, 0.0]
         self._data = _Phase(self, 0)
@@ -102,7 +103,7 @@ class StepTimer:
         if grad_norm is not None:
             self.grad_norm = self._monitor._check_finite(self.step, "grad_norm", grad_norm)
 
-    def __enter__(self) -> "StepTimer":
+    def __enter__(self) -> StepTimer:
         self._phase_s[0] = self._phase_s[1] = self._phase_s[2] = 0.0
         self.loss = self.grad_norm = None
         coll = self._monitor._collectives
@@ -131,7 +132,7 @@ class NullStep:
 
     _phase = _NoPhase()
 
-    def __enter__(self) -> "NullStep":
+    def __enter__(self) -> NullStep:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -146,7 +147,7 @@ class NullStep:
         return None
 
 
-def _host_scalar(x: Any) -> float | None | Callable[[], float | None]:
+def _host_scalar(x: Any) -> float | Callable[[], float | None] | None:
     """A float now where that costs nothing; for a CUDA tensor, a reader to call once it is ready."""
     if x is None:
         return None
@@ -163,12 +164,20 @@ def _host_scalar(x: Any) -> float | None | Callable[[], float | None]:
 
 
 class TrainingMonitor:
-    def __init__(self, config: MonitorConfig | None = None, *, model: torch.nn.Module | None = None,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        config: MonitorConfig | None = None,
+        *,
+        model: torch.nn.Module | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
         self.config = config or MonitorConfig()
         cfg = self.config
-        self.device = torch.device(device) if device is not None else (
-            next(model.parameters()).device if model is not None else torch.device("cpu"))
+        self.device = (
+            torch.device(device)
+            if device is not None
+            else (next(model.parameters()).device if model is not None else torch.device("cpu"))
+        )
         if cfg.flops_per_token is None and model is not None:
             # 6N rule: forward + backward cost ~6 FLOPs per parameter per token (Kaplan et al.).
             cfg.flops_per_token = 6.0 * sum(p.numel() for p in model.parameters())
@@ -177,8 +186,9 @@ class TrainingMonitor:
         self._wall_offset = time.time() - time.perf_counter()
         self._peak_rss = 0
         self.identity = (cfg.job_id, cfg.run_id, cfg.attempt, cfg.rank, cfg.node, cfg.local_rank)
-        self.spool_dir = writer_dir(cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank,
-                                    self.pid, new_incarnation(), cfg.run_id)
+        self.spool_dir = writer_dir(
+            cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank, self.pid, new_incarnation(), cfg.run_id
+        )
         self.buffer = RecordBuffer(SPOOL_TABLES, cfg.buffer_capacity)
         self._collectives = CollectiveRecorder(self.buffer)
         self._writer = None
@@ -194,12 +204,14 @@ class TrainingMonitor:
         self._reported_drops = 0
         self._prev_excepthook: Callable | None = None
         self._prev_sigterm: Any = None
-        self._fr = (FlightRecorderDumper(fr_dump_dir(cfg.data_dir, cfg.job_id, cfg.run_id,
-                                                     cfg.attempt), cfg.rank)
-                    if flight_recorder_enabled() else None)
+        self._fr = (
+            FlightRecorderDumper(fr_dump_dir(cfg.data_dir, cfg.job_id, cfg.run_id, cfg.attempt), cfg.rank)
+            if flight_recorder_enabled()
+            else None
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> "TrainingMonitor":
+    def start(self) -> TrainingMonitor:
         from triage.trainer_hooks.spool_writer import SpoolWriter
 
         cfg = self.config
@@ -207,11 +219,21 @@ class TrainingMonitor:
             sys.modules["triage.trainer_hooks.auto"].retire()
         if not self._cuda:
             self._peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        self._writer = SpoolWriter(self.spool_dir, self.identity, self.buffer,
-                                   min(cfg.flush_interval_s, cfg.heartbeat_interval_s), self._tick)
+        self._writer = SpoolWriter(
+            self.spool_dir,
+            self.identity,
+            self.buffer,
+            min(cfg.flush_interval_s, cfg.heartbeat_interval_s),
+            self._tick,
+        )
         self._put_rank_row()
-        self.event("process_start", f"rank {cfg.rank} of {cfg.world_size} on {cfg.node}",
-                   pid=self.pid, device=str(self.device), hooks=cfg.mode)
+        self.event(
+            "process_start",
+            f"rank {cfg.rank} of {cfg.world_size} on {cfg.node}",
+            pid=self.pid,
+            device=str(self.device),
+            hooks=cfg.mode,
+        )
         if cfg.collectives:
             self._collectives.install()
         if cfg.capture_uncaught:
@@ -232,8 +254,18 @@ class TrainingMonitor:
         uuid = None
         if self._cuda:
             uuid = "GPU-" + str(torch.cuda.get_device_properties(self.device).uuid)
-        self.buffer.put("ranks", (self.pid, cfg.local_rank, cfg.world_size, socket.gethostname(),
-                                  str(self.device), uuid, time.time()))
+        self.buffer.put(
+            "ranks",
+            (
+                self.pid,
+                cfg.local_rank,
+                cfg.world_size,
+                socket.gethostname(),
+                str(self.device),
+                uuid,
+                time.time(),
+            ),
+        )
 
     def set_device(self, device: torch.device | str) -> None:
         """The device the rank turned out to train on (the automatic monitor learns it at the
@@ -255,14 +287,16 @@ class TrainingMonitor:
         # Only where ours are still installed: the script may have put its own on top since.
         if self._prev_excepthook is not None and sys.excepthook == self._excepthook:
             sys.excepthook = self._prev_excepthook
-        if (self._prev_sigterm is not None
-                and threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGTERM) == self._on_sigterm):
+        if (
+            self._prev_sigterm is not None
+            and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == self._on_sigterm
+        ):
             signal.signal(signal.SIGTERM, self._prev_sigterm)
         if self._writer is not None:
             self._writer.close()
 
-    def __enter__(self) -> "TrainingMonitor":
+    def __enter__(self) -> TrainingMonitor:
         return self.start() if self._writer is None else self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -277,8 +311,12 @@ class TrainingMonitor:
             return
         self._closed = True
         detail = {} if exit_code is None else {"exit_code": exit_code}
-        self.event("exit", "process exiting" if exit_code is None else f"exit code {exit_code}",
-                   step=self.last_step, **detail)
+        self.event(
+            "exit",
+            "process exiting" if exit_code is None else f"exit code {exit_code}",
+            step=self.last_step,
+            **detail,
+        )
         self._collectives.uninstall()
         self._collectives.forget_inflight()  # the last heartbeat must not show a rank exiting as blocked
         if self._prev_excepthook is not None:
@@ -309,8 +347,17 @@ class TrainingMonitor:
             mfu = t.tokens * cfg.flops_per_token / duration / cfg.peak_flops
         blocked = self._collectives.take_blocked()
         wall0 = t._t0 + self._wall_offset  # perf_counter -> unix time, fixed once at start
-        base = (t.step, wall0, wall0 + duration, t._phase_s[0], t._phase_s[1], t._phase_s[2],
-                blocked, t.tokens, t.samples)
+        base = (
+            t.step,
+            wall0,
+            wall0 + duration,
+            t._phase_s[0],
+            t._phase_s[1],
+            t._phase_s[2],
+            blocked,
+            t.tokens,
+            t.samples,
+        )
         loss, gnorm = _host_scalar(t.loss), _host_scalar(t.grad_norm)
         if callable(loss) or callable(gnorm):
             self._pending.append((base, loss, gnorm, (peak, mfu)))
@@ -338,40 +385,62 @@ class TrainingMonitor:
         v = _host_scalar(value)
         if v is not None and not math.isfinite(v) and self._flagged_step != step:
             self._flagged_step = step
-            self.event("nonfinite", f"non-finite {name}={v} at step {step}", step=step,
-                       **{name: str(v)})
+            self.event("nonfinite", f"non-finite {name}={v} at step {step}", step=step, **{name: str(v)})
         return v
 
-    def _emit_step(self, base: tuple, loss: float | None, gnorm: float | None,
-                   peak: int, mfu: float | None) -> None:
+    def _emit_step(
+        self, base: tuple, loss: float | None, gnorm: float | None, peak: int, mfu: float | None
+    ) -> None:
         nonfinite = any(v is not None and not math.isfinite(v) for v in (loss, gnorm))
         self.buffer.put("steps", base + (loss, gnorm, nonfinite, peak, mfu))
         self.steps_recorded += 1
         if nonfinite and self._flagged_step != base[0]:
             self._flagged_step = base[0]
-            self.event("nonfinite", f"non-finite loss={loss} grad_norm={gnorm} at step {base[0]}",
-                       step=base[0], loss=str(loss), grad_norm=str(gnorm))
+            self.event(
+                "nonfinite",
+                f"non-finite loss={loss} grad_norm={gnorm} at step {base[0]}",
+                step=base[0],
+                loss=str(loss),
+                grad_norm=str(gnorm),
+            )
 
     # -- events --------------------------------------------------------------------------------
     def event(self, kind: str, message: str = "", step: int | None = None, **detail: Any) -> None:
-        self.buffer.put("events", (time.time(), kind, step, message,
-                                   json.dumps(detail, default=str) if detail else None))
+        self.buffer.put(
+            "events", (time.time(), kind, step, message, json.dumps(detail, default=str) if detail else None)
+        )
 
     def checkpoint_saved(self, step: int, started: float, nbytes: int | None, path: str) -> None:
         """Blocking save time is badput; record begin and end with the bytes written."""
         self.buffer.put("events", (started, "checkpoint_save_begin", step, path, None))
-        self.event("checkpoint_save_end", f"checkpoint at step {step} saved to {path}", step=step,
-                   bytes=nbytes, seconds=time.time() - started, path=path)
+        self.event(
+            "checkpoint_save_end",
+            f"checkpoint at step {step} saved to {path}",
+            step=step,
+            bytes=nbytes,
+            seconds=time.time() - started,
+            path=path,
+        )
 
     def checkpoint_loaded(self, step: int, started: float, path: str) -> None:
         self.buffer.put("events", (started, "checkpoint_load_begin", step, path, None))
-        self.event("checkpoint_load_end", f"resumed from checkpoint at step {step} ({path})",
-                   step=step, seconds=time.time() - started, path=path)
+        self.event(
+            "checkpoint_load_end",
+            f"resumed from checkpoint at step {step} ({path})",
+            step=step,
+            seconds=time.time() - started,
+            path=path,
+        )
 
     def record_exception(self, exc: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.event("exception", f"{type(exc).__name__}: {exc}", step=self.last_step,
-                   type=type(exc).__name__, traceback=tb)
+        self.event(
+            "exception",
+            f"{type(exc).__name__}: {exc}",
+            step=self.last_step,
+            type=type(exc).__name__,
+            traceback=tb,
+        )
         if self._writer is not None:
             self._writer.flush()
         if self._fr is not None:
@@ -422,14 +491,18 @@ class TrainingMonitor:
                     still_c.append((step, when, result, ready))
                     continue
                 digest, total = Canary.digest(result)
-                self.buffer.put("events", (when, "canary", step, digest,
-                                           json.dumps({"digest": digest, "sum": total})))
+                self.buffer.put(
+                    "events", (when, "canary", step, digest, json.dumps({"digest": digest, "sum": total}))
+                )
             self._pending_canary = still_c
         dropped = sum(self.buffer.dropped.values())
         if dropped > self._reported_drops:
             self._reported_drops = dropped
-            self.event("telemetry_dropped", f"{dropped} telemetry records dropped: buffer full",
-                       **self.buffer.dropped)
+            self.event(
+                "telemetry_dropped",
+                f"{dropped} telemetry records dropped: buffer full",
+                **self.buffer.dropped,
+            )
         inflight = self._collectives.oldest_inflight()
         op, group, seq, since = inflight if inflight else (None, None, None, None)
         self.buffer.put("heartbeats", (time.time(), self.last_step, self.pid, op, group, seq, since))

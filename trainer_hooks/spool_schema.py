@@ -125,9 +125,20 @@ SPOOL_TABLES: dict[str, pa.Schema] = {
 
 #: Event kinds the hooks emit (the `kind` column of `events`).
 EVENT_KINDS = (
-    "process_start", "init_done", "first_step",
-    "checkpoint_save_begin", "checkpoint_save_end", "checkpoint_load_begin", "checkpoint_load_end",
-    "exception", "sigterm", "nonfinite", "canary", "telemetry_dropped", "telemetry_error", "exit",
+    "process_start",
+    "init_done",
+    "first_step",
+    "checkpoint_save_begin",
+    "checkpoint_save_end",
+    "checkpoint_load_begin",
+    "checkpoint_load_end",
+    "exception",
+    "sigterm",
+    "nonfinite",
+    "canary",
+    "telemetry_dropped",
+    "telemetry_error",
+    "exit",
 )
 
 SEGMENT_RE = re.compile(r"^(?P<seq>\d{8})(?:\.arrow|\.(?P<table>[a-z_]+)\.parquet)$")
@@ -148,9 +159,16 @@ def parse_job_dir_name(name: str) -> tuple[str, str | None]:
     return job, (run if sep else None)
 
 
-def writer_dir(data_dir: str | os.PathLike[str], node: str, job_id: str, attempt: int,
-               rank: int, pid: int, incarnation: str | None = None,
-               run_id: str | None = None) -> Path:
+def writer_dir(
+    data_dir: str | os.PathLike[str],
+    node: str,
+    job_id: str,
+    attempt: int,
+    rank: int,
+    pid: int,
+    incarnation: str | None = None,
+    run_id: str | None = None,
+) -> Path:
     """The directory of one rank process's segments,
     `spool/<node>/<job>[@<run>]/<attempt>/rank<R>-<pid>[-<incarnation>]`. `incarnation` tells
     apart processes that share job, attempt, rank and pid (a restarted container's rank gets
@@ -159,8 +177,7 @@ def writer_dir(data_dir: str | os.PathLike[str], node: str, job_id: str, attempt
     taken as already stored. The run in the path lets the store name the run of a segment
     it cannot read."""
     name = f"rank{rank}-{pid}" + (f"-{incarnation}" if incarnation else "")
-    return (Path(data_dir) / "spool" / node / job_dir_name(job_id, run_id) / str(attempt)
-            / name)
+    return Path(data_dir) / "spool" / node / job_dir_name(job_id, run_id) / str(attempt) / name
 
 
 def new_incarnation() -> str:
@@ -186,7 +203,8 @@ def write_segment(directory: Path, seq: int, tables: dict[str, pa.Table]) -> Pat
     columns, fields = [], []
     for name, data in tables.items():
         rows = pa.StructArray.from_arrays(
-            [c.combine_chunks() for c in data.columns], fields=list(data.schema))
+            [c.combine_chunks() for c in data.columns], fields=list(data.schema)
+        )
         columns.append(pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()), rows))
         fields.append(pa.field(name, columns[-1].type))
     flush = pa.Table.from_arrays(columns, schema=pa.schema(fields))
@@ -209,5 +227,7 @@ def read_segment(path: Path) -> dict[str, pa.Table]:
     flush.validate()  # buffer bounds: a damaged file must raise here, not crash a reader later
     if flush.num_rows != 1:
         raise pa.ArrowInvalid(f"a spool segment holds one row, {path.name} has {flush.num_rows}")
-    return {name: pa.Table.from_struct_array(column.chunk(0).flatten())
-            for name, column in zip(flush.column_names, flush.columns)}
+    return {
+        name: pa.Table.from_struct_array(column.chunk(0).flatten())
+        for name, column in zip(flush.column_names, flush.columns)
+    }

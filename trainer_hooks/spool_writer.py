@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 
@@ -23,11 +23,18 @@ _N_IDENTITY = len(IDENTITY_FIELDS)
 
 
 class SpoolWriter:
-    def __init__(self, directory: Path, identity: tuple, buffer: RecordBuffer,
-                 flush_interval_s: float, on_tick: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        identity: tuple,
+        buffer: RecordBuffer,
+        flush_interval_s: float,
+        on_tick: Callable[[], None] | None = None,
+    ) -> None:
         if len(identity) != _N_IDENTITY:
-            raise ValueError(f"identity needs {_N_IDENTITY} values "
-                             "(job_id, run_id, attempt, rank, node, gpu)")
+            raise ValueError(
+                f"identity needs {_N_IDENTITY} values (job_id, run_id, attempt, rank, node, gpu)"
+            )
         self.directory = directory
         self.identity = identity
         self.buffer = buffer
@@ -57,7 +64,7 @@ class SpoolWriter:
         if self.on_tick is not None:
             try:
                 self.on_tick()
-            except Exception as exc:  # telemetry must never take the rank down
+            except Exception as exc:  # noqa: BLE001 (telemetry must never take the rank down)
                 self._report(exc)
         self.flush()
 
@@ -69,7 +76,7 @@ class SpoolWriter:
                 return
             try:
                 self._write(drained)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (rows go back to the buffer; the next tick retries)
                 for table, rows in drained.items():
                     self.buffer.requeue_front(table, rows)
                 self._report(exc)
@@ -98,9 +105,13 @@ class SpoolWriter:
         self.last_error = f"{type(exc).__name__}: {exc}"
         if not self._reported:
             self._reported = True
-            print(f"triage: WARNING: cannot write telemetry to {self.directory}: {self.last_error}. "
-                  "Training continues; records are kept in memory (up to the buffer capacity) "
-                  "and written when the spool is writable again.", file=sys.stderr, flush=True)
+            print(
+                f"triage: WARNING: cannot write telemetry to {self.directory}: {self.last_error}. "
+                "Training continues; records are kept in memory (up to the buffer capacity) "
+                "and written when the spool is writable again.",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the thread and write what is left; called on clean exit and on exceptions."""

@@ -26,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("analyze", "analyse one job: root cause, hangs, stragglers, GPU health, goodput"),
     "agent": ("agent", "run the per-node agent: collectors, spool ingest, Prometheus /metrics"),
     "bench": ("bench", "run a benchmark (classify, ...) and report its numbers"),
-    "dashboard": ("dashboard", "serve the Streamlit reliability dashboard (fleet, job, ranks, GPUs, incidents)"),
+    "dashboard": (
+        "dashboard",
+        "serve the Streamlit reliability dashboard (fleet, job, ranks, GPUs, incidents)",
+    ),
 }
 
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
@@ -37,7 +40,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="triage",
         description="Reliability, observability and failure triage for distributed training.",
         epilog="Run `triage COMMAND --help` for a command's flags. Exit codes: 0 ok, "
-               "1 a failure was found where that is the point, 2 bad usage or input.",
+        "1 a failure was found where that is the point, 2 bad usage or input.",
     )
     parser.add_argument("--version", action="version", version=f"triage {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -46,8 +49,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text, add_help=False)
             continue
         module = importlib.import_module(f"triage.commands.{module_name}")
-        p = sub.add_parser(name, help=help_text, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -59,8 +66,11 @@ def _is_bad_input(exc: BaseException) -> bool:
     DuckDB is recognised by module name, so the agent, which never loads it, does not here."""
     from triage.store.manifest import ManifestError
     from triage.store.writer import PartitionBusy, StoreError
-    return (isinstance(exc, (StoreError, PartitionBusy, ManifestError, OSError))
-            or type(exc).__module__.split(".")[0].lstrip("_") == "duckdb")
+
+    return (
+        isinstance(exc, (StoreError, PartitionBusy, ManifestError, OSError))
+        or type(exc).__module__.split(".")[0].lstrip("_") == "duckdb"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,9 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not _is_bad_input(exc):
             raise  # a bug: its traceback is what a report needs
-        print(f"triage {args.command}: error: {type(exc).__name__}: {exc}. The data is damaged "
-              "or out of reach (see `triage bench bad-inputs` for what is contained where); "
-              "check the file named", file=sys.stderr)
+        print(
+            f"triage {args.command}: error: {type(exc).__name__}: {exc}. The data is damaged "
+            "or out of reach (see `triage bench bad-inputs` for what is contained where); "
+            "check the file named",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"triage {args.command}: interrupted", file=sys.stderr)

@@ -67,16 +67,18 @@ def _base_type(tp: Any) -> Any:
     return origin or tp
 
 
-def add_config_args(parser: argparse.ArgumentParser, cls: type, *,
-                    skip: tuple[str, ...] = ()) -> None:
+def add_config_args(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
     """Add one flag per field of the config dataclass `cls`."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip or not f.init or f.metadata.get("cli") is False:
             continue
         tp = _base_type(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )
         help_text = f.metadata.get("help", "")
         kwargs: dict[str, Any] = {"dest": f.name, "help": help_text}
         if tp is bool:

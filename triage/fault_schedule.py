@@ -64,18 +64,19 @@ def append_fault(data_dir: str | os.PathLike[str], fault: GpuFault) -> Path:
     return path
 
 
-def append_reset(data_dir: str | os.PathLike[str], node: str, gpu: int | None = None,
-                 now: float | None = None) -> Path | None:
+def append_reset(
+    data_dir: str | os.PathLike[str], node: str, gpu: int | None = None, now: float | None = None
+) -> Path | None:
     """Reset the node's simulated GPUs (`gpu` None: all of them) where the node has a fault
     schedule, i.e. is simulated and ever had a fault; the schedule's path, or None."""
     if not schedule_path(data_dir, node).exists():
         return None
-    return append_fault(data_dir, GpuFault(time=time.time() if now is None else now, node=node,
-                                           gpu=gpu, kind=RESET))
+    return append_fault(
+        data_dir, GpuFault(time=time.time() if now is None else now, node=node, gpu=gpu, kind=RESET)
+    )
 
 
-def read_faults(data_dir: str | os.PathLike[str], node: str, offset: int = 0
-                ) -> tuple[list[GpuFault], int]:
+def read_faults(data_dir: str | os.PathLike[str], node: str, offset: int = 0) -> tuple[list[GpuFault], int]:
     """Faults appended since byte `offset`, and the offset to pass next time.
 
     A torn last line (writer still appending) is left for the next call; a malformed complete

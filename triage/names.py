@@ -28,5 +28,7 @@ def check_name(kind: str, value: str, *, source: str = "") -> str:
     if is_valid_name(value):
         return value
     where = f" ({source})" if source else ""
-    raise ConfigError(f"bad {kind} {value!r}{where}: use 1-128 letters, digits, '.', '_' or '-', "
-                      f"starting with a letter or digit (pattern {NAME_PATTERN})")
+    raise ConfigError(
+        f"bad {kind} {value!r}{where}: use 1-128 letters, digits, '.', '_' or '-', "
+        f"starting with a letter or digit (pattern {NAME_PATTERN})"
+    )

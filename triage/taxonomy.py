@@ -74,7 +74,7 @@ class Category(str, Enum):
     UNKNOWN = "unknown"
 
     @classmethod
-    def parse(cls, value: object) -> "Category":
+    def parse(cls, value: object) -> Category:
         """A stored category name as a member; `unknown` for a name this version lacks (a
         newer Triage's, or a damaged row)."""
         try:
@@ -83,7 +83,7 @@ class Category(str, Enum):
             return cls.UNKNOWN
 
     @property
-    def spec(self) -> "CategorySpec":
+    def spec(self) -> CategorySpec:
         return TAXONOMY[self]
 
     @property
@@ -113,9 +113,14 @@ class CategorySpec:
     exclude_culprit_if_found: bool = False
 
 
-def _row(cat: Category, layer: Layer, action: Action, what: str,
-         escalation: Action | None = None, exclude_culprit_if_found: bool = False
-         ) -> CategorySpec:
+def _row(
+    cat: Category,
+    layer: Layer,
+    action: Action,
+    what: str,
+    escalation: Action | None = None,
+    exclude_culprit_if_found: bool = False,
+) -> CategorySpec:
     return CategorySpec(cat, layer, action, escalation, what, exclude_culprit_if_found)
 
 
@@ -123,45 +128,71 @@ _C, _L, _A = Category, Layer, Action
 TAXONOMY: dict[Category, CategorySpec] = {
     s.category: s
     for s in [
-        _row(_C.USER_CODE_ERROR, _L.APPLICATION, _A.FAIL_FAST,
-             "a deterministic bug in training code"),
+        _row(_C.USER_CODE_ERROR, _L.APPLICATION, _A.FAIL_FAST, "a deterministic bug in training code"),
         _row(_C.GPU_OOM, _L.APPLICATION, _A.FAIL_FAST, "the GPU ran out of memory"),
-        _row(_C.NUMERICAL_INSTABILITY, _L.APPLICATION, _A.ROLLBACK,
-             "loss or gradients became NaN/Inf or spiked"),
-        _row(_C.DATA_PIPELINE_ERROR, _L.APPLICATION, _A.RESTART,
-             "the input pipeline failed or stalled"),
-        _row(_C.ENVIRONMENT_ERROR, _L.FRAMEWORK, _A.FAIL_FAST,
-             "the software stack does not fit the machine"),
-        _row(_C.CHECKPOINT_ERROR, _L.FRAMEWORK, _A.RESTART,
-             "a checkpoint could not be written or read back"),
-        _row(_C.CUDA_ERROR, _L.FRAMEWORK, _A.RESTART,
-             "a CUDA runtime fault with no hardware signal behind it", _A.FAIL_FAST),
-        _row(_C.COLLECTIVE_TIMEOUT, _L.COMMUNICATION, _A.RESTART,
-             "a collective or barrier never completed", exclude_culprit_if_found=True),
-        _row(_C.NETWORK_ERROR, _L.COMMUNICATION, _A.RESTART_EXCLUDING_NODE,
-             "the transport between ranks failed"),
-        _row(_C.RENDEZVOUS_ERROR, _L.INFRASTRUCTURE, _A.RESTART,
-             "ranks could not find each other at start"),
-        _row(_C.GPU_FALLEN_OFF_BUS, _L.GPU, _A.RESTART_EXCLUDING_NODE,
-             "a GPU stopped answering"),
+        _row(
+            _C.NUMERICAL_INSTABILITY,
+            _L.APPLICATION,
+            _A.ROLLBACK,
+            "loss or gradients became NaN/Inf or spiked",
+        ),
+        _row(_C.DATA_PIPELINE_ERROR, _L.APPLICATION, _A.RESTART, "the input pipeline failed or stalled"),
+        _row(_C.ENVIRONMENT_ERROR, _L.FRAMEWORK, _A.FAIL_FAST, "the software stack does not fit the machine"),
+        _row(_C.CHECKPOINT_ERROR, _L.FRAMEWORK, _A.RESTART, "a checkpoint could not be written or read back"),
+        _row(
+            _C.CUDA_ERROR,
+            _L.FRAMEWORK,
+            _A.RESTART,
+            "a CUDA runtime fault with no hardware signal behind it",
+            _A.FAIL_FAST,
+        ),
+        _row(
+            _C.COLLECTIVE_TIMEOUT,
+            _L.COMMUNICATION,
+            _A.RESTART,
+            "a collective or barrier never completed",
+            exclude_culprit_if_found=True,
+        ),
+        _row(
+            _C.NETWORK_ERROR,
+            _L.COMMUNICATION,
+            _A.RESTART_EXCLUDING_NODE,
+            "the transport between ranks failed",
+        ),
+        _row(_C.RENDEZVOUS_ERROR, _L.INFRASTRUCTURE, _A.RESTART, "ranks could not find each other at start"),
+        _row(_C.GPU_FALLEN_OFF_BUS, _L.GPU, _A.RESTART_EXCLUDING_NODE, "a GPU stopped answering"),
         _row(_C.GPU_MEMORY_ERROR, _L.GPU, _A.RESTART_EXCLUDING_NODE, "HBM/SRAM ECC faults"),
-        _row(_C.NVLINK_ERROR, _L.GPU, _A.RESTART_EXCLUDING_NODE,
-             "NVLink or NVSwitch fault between GPUs of a node"),
-        _row(_C.GPU_THROTTLING, _L.GPU, _A.ALERT,
-             "a GPU runs slow because of heat or power"),
-        _row(_C.PCIE_ERROR, _L.HOST, _A.ALERT, "the PCIe path to a GPU or NIC degrades",
-             _A.RESTART_EXCLUDING_NODE),
-        _row(_C.HOST_OOM, _L.HOST, _A.RESTART,
-             "the host ran out of memory and the kernel killed a process"),
+        _row(
+            _C.NVLINK_ERROR,
+            _L.GPU,
+            _A.RESTART_EXCLUDING_NODE,
+            "NVLink or NVSwitch fault between GPUs of a node",
+        ),
+        _row(_C.GPU_THROTTLING, _L.GPU, _A.ALERT, "a GPU runs slow because of heat or power"),
+        _row(
+            _C.PCIE_ERROR,
+            _L.HOST,
+            _A.ALERT,
+            "the PCIe path to a GPU or NIC degrades",
+            _A.RESTART_EXCLUDING_NODE,
+        ),
+        _row(_C.HOST_OOM, _L.HOST, _A.RESTART, "the host ran out of memory and the kernel killed a process"),
         _row(_C.STORAGE_ERROR, _L.HOST, _A.RESTART, "the filesystem failed the job"),
         _row(_C.NODE_FAILURE, _L.HOST, _A.RESTART_EXCLUDING_NODE, "a whole node vanished"),
-        _row(_C.PREEMPTION, _L.INFRASTRUCTURE, _A.CHECKPOINT_AND_REQUEUE,
-             "the scheduler or operator stopped the job on purpose"),
-        _row(_C.STRAGGLER, _L.COMMUNICATION, _A.ALERT,
-             "one rank or node is persistently slower and holds every collective back",
-             _A.RESTART_EXCLUDING_NODE),
-        _row(_C.SILENT_DATA_CORRUPTION, _L.GPU, _A.RESTART_EXCLUDING_NODE,
-             "wrong numbers with no error"),
+        _row(
+            _C.PREEMPTION,
+            _L.INFRASTRUCTURE,
+            _A.CHECKPOINT_AND_REQUEUE,
+            "the scheduler or operator stopped the job on purpose",
+        ),
+        _row(
+            _C.STRAGGLER,
+            _L.COMMUNICATION,
+            _A.ALERT,
+            "one rank or node is persistently slower and holds every collective back",
+            _A.RESTART_EXCLUDING_NODE,
+        ),
+        _row(_C.SILENT_DATA_CORRUPTION, _L.GPU, _A.RESTART_EXCLUDING_NODE, "wrong numbers with no error"),
         _row(_C.UNKNOWN, _L.NONE, _A.ALERT, "nothing matched with enough confidence"),
     ]
 }

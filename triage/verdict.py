@@ -54,13 +54,19 @@ class Verdict:
     def action(self) -> Action:
         return self.category.action
 
-    def thresholded(self, threshold: float = DEFAULT_CONFIDENCE_THRESHOLD) -> "Verdict":
+    def thresholded(self, threshold: float = DEFAULT_CONFIDENCE_THRESHOLD) -> Verdict:
         """The taxonomy's rule: below the threshold the category is `unknown`."""
         if self.confidence >= threshold or self.category is Category.UNKNOWN:
             return self
-        return Verdict(Category.UNKNOWN, self.confidence,
-                       f"unsure (best guess {self.category.value}): {self.summary}",
-                       self.culprit, self.first_seen, self.evidence, self.consequences)
+        return Verdict(
+            Category.UNKNOWN,
+            self.confidence,
+            f"unsure (best guess {self.category.value}): {self.summary}",
+            self.culprit,
+            self.first_seen,
+            self.evidence,
+            self.consequences,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

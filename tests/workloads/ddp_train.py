@@ -43,8 +43,7 @@ def main() -> None:
         opt.step()
         if rank == 0:
             tmp = args.checkpoint + ".tmp"
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "step": step + 1}, tmp)
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step + 1}, tmp)
             os.replace(tmp, args.checkpoint)
             print(f"step {step} loss {loss.item():.4f}", flush=True)
         time.sleep(args.step_sleep)

@@ -22,8 +22,7 @@ def main() -> None:
             os._exit(0)
         time.sleep(300)
         return
-    subprocess.Popen([sys.executable, __file__, marker, str(seconds), "0", "child"],
-                     start_new_session=True)
+    subprocess.Popen([sys.executable, __file__, marker, str(seconds), "0", "child"], start_new_session=True)
     print(f"{marker} started", file=sys.stderr, flush=True)
     if len(sys.argv) > 3:
         time.sleep(seconds)

@@ -28,8 +28,10 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU())
-                                  for _ in range(3)), torch.nn.Linear(32, 1))
+    model = torch.nn.Sequential(
+        *(torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()) for _ in range(3)),
+        torch.nn.Linear(32, 1),
+    )
     for block in model[:3]:
         fully_shard(block)
     fully_shard(model)
@@ -40,8 +42,7 @@ def main() -> None:
         model_sd, optim_sd = get_state_dict(model, opt)
         state = {"model": model_sd, "optim": optim_sd}
         dcp.load(state, checkpoint_id=args.checkpoint)
-        set_state_dict(model, opt, model_state_dict=state["model"],
-                       optim_state_dict=state["optim"])
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
         with open(marker) as fh:
             start = int(fh.read())
         print(f"resumed from step {start}", flush=True)

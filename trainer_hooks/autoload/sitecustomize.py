@@ -31,8 +31,11 @@ def _instrument() -> None:
 
         install_from_env()
     except Exception as exc:  # noqa: BLE001 - the job runs on, observed through its logs only
-        print(f"triage: auto-instrumentation is off in this rank ({type(exc).__name__}: {exc})",
-              file=sys.stderr, flush=True)
+        print(
+            f"triage: auto-instrumentation is off in this rank ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 _chain()

@@ -39,17 +39,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, KernelLogConfig)
     add_config_args(parser, HostConfig)
     add_config_args(parser, StoreConfig)
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
-                        help="log verbosity on stderr (default: %(default)s)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="log verbosity on stderr (default: %(default)s)",
+    )
 
 
 def config_from(args: argparse.Namespace) -> AgentConfig:
     return config_from_args(
-        AgentConfig, args,
+        AgentConfig,
+        args,
         gpus=config_from_args(GpuConfig, args, gpu="none"),  # the backend comes from --gpu
         kernel=config_from_args(KernelLogConfig, args),
         host=config_from_args(HostConfig, args),
-        store=config_from_args(StoreConfig, args))
+        store=config_from_args(StoreConfig, args),
+    )
 
 
 _M_ARENA_MAX = -8  # glibc malloc.h
@@ -61,9 +67,11 @@ class _WithoutPandas(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
         if name == "pandas" or name.startswith("pandas."):
-            raise ImportError("pandas is kept out of `triage agent` (its memory budget); "
-                              "job analysis belongs in the supervisor or `triage analyze`")
-        return None
+            raise ImportError(
+                "pandas is kept out of `triage agent` (its memory budget); "
+                "job analysis belongs in the supervisor or `triage analyze`"
+            )
+        return
 
 
 def _lean_process() -> None:
@@ -80,8 +88,11 @@ def _lean_process() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     config = config_from(args)
     _lean_process()
     try:
@@ -105,8 +116,14 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    log.info("agent for node %s: data %s, GPUs %s, %d collector(s), serving %s",
-             agent.node, agent.data_dir, agent.gpu_backend, len(agent.collectors), server.url)
+    log.info(
+        "agent for node %s: data %s, GPUs %s, %d collector(s), serving %s",
+        agent.node,
+        agent.data_dir,
+        agent.gpu_backend,
+        len(agent.collectors),
+        server.url,
+    )
     try:
         agent.run(stop)
     finally:

@@ -27,25 +27,40 @@ from triage.store.job_data import NO_RUN, list_jobs, list_runs, load_job
 
 #: Statuses of a job that needs attention: `triage analyze` exits 1 on them.
 FAILED_STATUSES = ("failed", "hung")
-_STATUS_STYLE = {"running": "cyan", "completed": "green", "failed": "bold red", "hung": "bold red",
-                 "preempted": "yellow"}
+_STATUS_STYLE = {
+    "running": "cyan",
+    "completed": "green",
+    "failed": "bold red",
+    "hung": "bold red",
+    "preempted": "yellow",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", metavar="JOB_ID", help="the job to analyse (`triage jobs` lists them)")
-    parser.add_argument("--run", metavar="RUN_ID",
-                        help="which run of the job (each `triage run` of a job id is a run; "
-                             f"`triage jobs` lists them; `{NO_RUN}` for telemetry without a run "
-                             "id); default: the newest")
-    parser.add_argument("--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)")
+    parser.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        help="which run of the job (each `triage run` of a job id is a run; "
+        f"`triage jobs` lists them; `{NO_RUN}` for telemetry without a run "
+        "id); default: the newest",
+    )
+    parser.add_argument(
+        "--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
-    parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
-                        help="ingest pending spools first where no agent is writing (default: yes)")
+    parser.add_argument(
+        "--ingest",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ingest pending spools first where no agent is writing (default: yes)",
+    )
     add_config_args(parser, AnalyzerConfig)
 
 
-def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool,
-            run: str | None = None) -> JobAnalysis:
+def analyze(
+    data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool, run: str | None = None
+) -> JobAnalysis:
     """Open a snapshot of the store and analyse one run of a job (the newest by default);
     ConfigError names the known jobs, or the job's runs."""
     path = check_data_dir(data_dir_from_env(data_dir))
@@ -54,8 +69,10 @@ def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool
             for why in ingest_spools(path).refused:
                 print(f"triage analyze: warning: {why}", file=sys.stderr)
         except (OSError, StoreError) as exc:
-            print(f"triage analyze: warning: could not ingest pending spools ({exc}); "
-                  "analysing what is stored", file=sys.stderr)
+            print(
+                f"triage analyze: warning: could not ingest pending spools ({exc}); analysing what is stored",
+                file=sys.stderr,
+            )
     with open_snapshot(path, now=cfg.now) as snap:
         for problem in snap.problems:
             print(f"triage analyze: warning: {problem}", file=sys.stderr)
@@ -68,8 +85,9 @@ def analyze(data_dir: str | None, job_id: str, cfg: AnalyzerConfig, ingest: bool
             job = load_job(snap.con, job_id, run=run)
         except KeyError:
             listing = ", ".join(r.label for r in reversed(runs))
-            raise ConfigError(f"job {job_id!r} has no run {run!r}; its runs, newest first: "
-                              f"{listing}") from None
+            raise ConfigError(
+                f"job {job_id!r} has no run {run!r}; its runs, newest first: {listing}"
+            ) from None
     return analyze_job(job, cfg)
 
 
@@ -103,16 +121,20 @@ def print_report(a: JobAnalysis) -> None:
     console = Console()
     style = _STATUS_STYLE.get(a.status, "")
     run = f" run {a.run_id}" if a.run_id else ""
-    console.print(f"[bold]Job {a.job_id}{run}[/]: [{style}]{a.status}[/]" if style
-                  else f"[bold]Job {a.job_id}{run}[/]: {a.status}")
+    console.print(
+        f"[bold]Job {a.job_id}{run}[/]: [{style}]{a.status}[/]"
+        if style
+        else f"[bold]Job {a.job_id}{run}[/]: {a.status}"
+    )
     attempts = Table(title="Attempts")
     for col in ("attempt", "status", "ranks", "nodes", "steps", "start", "duration"):
         attempts.add_column(col)
     for at in a.attempts:
         steps = "-" if at.first_step is None else f"{at.first_step}-{at.last_step}"
         dur = "-" if at.start is None or at.end is None else f"{at.end - at.start:.0f} s"
-        attempts.add_row(str(at.attempt), at.status, str(at.ranks), ", ".join(at.nodes), steps,
-                         _t(at.start), dur)
+        attempts.add_row(
+            str(at.attempt), at.status, str(at.ranks), ", ".join(at.nodes), steps, _t(at.start), dur
+        )
     console.print(attempts)
 
     if a.incidents:
@@ -126,10 +148,17 @@ def print_report(a: JobAnalysis) -> None:
             for e in d["evidence"][:4]:
                 body += f"\n  [dim]{_t(e['time'])} {e['source']}:[/] {escape(e['text'][:160])}"
             if d["consequences"]:
-                body += f"\n  [dim]{len(d['consequences'])} consequence(s), first: " \
-                        f"{escape(d['consequences'][0][:160])}[/]"
-            inc.add_row(str(i.attempt), f"{d['category']}\n[dim]{d['layer']} -> {d['action']}[/]",
-                        f"{d['confidence']:.2f}", _culprit(d["culprit"]), body)
+                body += (
+                    f"\n  [dim]{len(d['consequences'])} consequence(s), first: "
+                    f"{escape(d['consequences'][0][:160])}[/]"
+                )
+            inc.add_row(
+                str(i.attempt),
+                f"{d['category']}\n[dim]{d['layer']} -> {d['action']}[/]",
+                f"{d['confidence']:.2f}",
+                _culprit(d["culprit"]),
+                body,
+            )
         console.print(inc)
     else:
         console.print("No incidents: nothing went wrong that the telemetry shows.")
@@ -144,34 +173,54 @@ def print_report(a: JobAnalysis) -> None:
         good.add_row(name, f"{secs:.1f}", f"{secs / g.total_s:.1%}" if g.total_s else "-")
     console.print(good)
     if g.recommended_checkpoint_interval_s is not None:
-        console.print(f"Recommended checkpoint interval (Young/Daly): "
-                      f"{g.recommended_checkpoint_interval_s:.0f} s (checkpoint cost "
-                      f"{g.checkpoint_cost_s:.1f} s, MTBF {g.mtbf_s:.0f} s)")
+        console.print(
+            f"Recommended checkpoint interval (Young/Daly): "
+            f"{g.recommended_checkpoint_interval_s:.0f} s (checkpoint cost "
+            f"{g.checkpoint_cost_s:.1f} s, MTBF {g.mtbf_s:.0f} s)"
+        )
     for note in g.notes:
         console.print(f"[dim]{note}[/]")
 
     if a.stragglers:
         st = Table(title="Slowest ranks (score = compute time / median rank)")
-        for col in ("rank", "node", "score", "slow windows", "last to arrive", "others waited",
-                    "straggler"):
+        for col in ("rank", "node", "score", "slow windows", "last to arrive", "others waited", "straggler"):
             st.add_column(col)
         for s in sorted(a.stragglers, key=lambda s: (-s.straggler, -s.score))[:10]:
-            st.add_row(str(s.rank), s.node or "-", f"{s.score:.2f}", f"{s.slow_share:.0%}",
-                       f"{s.last_share:.0%}", f"{s.wait_caused_s:.1f} s",
-                       "[bold red]yes[/]" if s.straggler else "no")
+            st.add_row(
+                str(s.rank),
+                s.node or "-",
+                f"{s.score:.2f}",
+                f"{s.slow_share:.0%}",
+                f"{s.last_share:.0%}",
+                f"{s.wait_caused_s:.1f} s",
+                "[bold red]yes[/]" if s.straggler else "no",
+            )
         console.print(st)
 
     if a.gpus:
         gt = Table(title="GPU health")
-        for col in ("node", "gpu", "ranks", "samples", "max temp", "throttled", "ECC uncorr.",
-                    "Xids", "lost"):
+        for col in (
+            "node",
+            "gpu",
+            "ranks",
+            "samples",
+            "max temp",
+            "throttled",
+            "ECC uncorr.",
+            "Xids",
+            "lost",
+        ):
             gt.add_column(col)
         for row in a.gpus:
-            gt.add_row(str(row["node"]), str(row["gpu"]), ",".join(map(str, row["ranks"])),
-                       str(row["samples"]),
-                       "-" if row["max_temperature_celsius"] is None
-                       else f"{row['max_temperature_celsius']:.0f} C",
-                       "-" if row["throttled_share"] is None else f"{row['throttled_share']:.0%}",
-                       "-" if row["ecc_uncorrected"] is None else f"{row['ecc_uncorrected']:.0f}",
-                       str(row["xid_events"]), "[bold red]yes[/]" if row["lost"] else "no")
+            gt.add_row(
+                str(row["node"]),
+                str(row["gpu"]),
+                ",".join(map(str, row["ranks"])),
+                str(row["samples"]),
+                "-" if row["max_temperature_celsius"] is None else f"{row['max_temperature_celsius']:.0f} C",
+                "-" if row["throttled_share"] is None else f"{row['throttled_share']:.0%}",
+                "-" if row["ecc_uncorrected"] is None else f"{row['ecc_uncorrected']:.0f}",
+                str(row["xid_events"]),
+                "[bold red]yes[/]" if row["lost"] else "no",
+            )
         console.print(gt)

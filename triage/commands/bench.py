@@ -17,8 +17,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
     "recovery": ("recovery", "time to detect and recover from a crash, a hang and a GPU fault; goodput"),
     "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
-    "bad-inputs": ("bad_inputs", "damaged spools, manifests and segments beside good data: "
-                                 "contained, reported, rows lost"),
+    "bad-inputs": (
+        "bad_inputs",
+        "damaged spools, manifests and segments beside good data: contained, reported, rows lost",
+    ),
 }
 
 
@@ -26,8 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name, (module_name, help_text) in BENCHMARKS.items():
         module = importlib.import_module(f"triage.benchmarks.{module_name}")
-        p = sub.add_parser(name, help=help_text, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(p)
         p.set_defaults(_bench_run=module.run)
 

@@ -28,8 +28,7 @@ SNIFF_BYTES = 8192
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="log files; `-` reads stdin")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object per file, one per line")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per file, one per line")
     add_config_args(parser, LogClassifierConfig)
 
 
@@ -51,8 +50,9 @@ def classify_stream(stream: IO[bytes], name: str, config: LogClassifierConfig) -
     if not head:
         return Verdict(Category.UNKNOWN, 0.0, f"{name} is empty: nothing to classify")
     if b"\0" in head:
-        return Verdict(Category.UNKNOWN, 0.0,
-                       f"{name} looks binary (NUL bytes), not a text log: nothing classified")
+        return Verdict(
+            Category.UNKNOWN, 0.0, f"{name} looks binary (NUL bytes), not a text log: nothing classified"
+        )
     # Hand the sniffed bytes back to the line reader: whole lines now, the partial last one is
     # completed by the next read.
     cut = head.rfind(b"\n") + 1
@@ -90,8 +90,11 @@ def _print_human(console: Any, record: dict[str, Any]) -> None:
     style = "yellow" if cat == "unknown" else "red"
     culprit = ", ".join(f"{k} {v}" for k, v in record["culprit"].items() if v is not None)
     head = Table.grid(padding=(0, 2))
-    head.add_row("category", f"[bold {style}]{cat}[/] (layer {record['layer']}, "
-                             f"action {record['action']}, confidence {record['confidence']:.2f})")
+    head.add_row(
+        "category",
+        f"[bold {style}]{cat}[/] (layer {record['layer']}, "
+        f"action {record['action']}, confidence {record['confidence']:.2f})",
+    )
     head.add_row("culprit", culprit or "-")
     head.add_row("summary", Text(record["summary"]))
     if record.get("error"):
@@ -113,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     console = None
     if not args.json:
         from rich.console import Console
+
         console = Console()
     status = EXIT_OK
     for name in args.files:

@@ -42,18 +42,38 @@ def check_port_free(bind: str, port: int) -> None:
             s.bind((bind, port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"port {port} on {bind} is in use; stop what listens there "
-                                  "or pass another --port") from None
-            raise ConfigError(f"cannot listen on {bind}:{port}: {exc.strerror}; "
-                              "pass another --bind or --port") from None
+                raise ConfigError(
+                    f"port {port} on {bind} is in use; stop what listens there or pass another --port"
+                ) from None
+            raise ConfigError(
+                f"cannot listen on {bind}:{port}: {exc.strerror}; pass another --bind or --port"
+            ) from None
 
 
 def streamlit_command(cfg: DashboardConfig) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
-            "--server.address", cfg.bind, "--server.port", str(cfg.port),
-            "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--server.fileWatcherType", "none", "--server.runOnSave", "false",
-            "--global.developmentMode", "false", "--client.toolbarMode", "minimal"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        cfg.bind,
+        "--server.port",
+        str(cfg.port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--server.runOnSave",
+        "false",
+        "--global.developmentMode",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
     if not APP.is_file():
         raise ConfigError(f"the dashboard app is missing at {APP}; reinstall triage")
     env = {**os.environ, **cfg.to_env(), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    print(f"triage dashboard: serving {data_dir} on http://{cfg.bind}:{cfg.port}/ (Ctrl-C stops)",
-          file=sys.stderr, flush=True)
+    print(
+        f"triage dashboard: serving {data_dir} on http://{cfg.bind}:{cfg.port}/ (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
     proc = subprocess.Popen(streamlit_command(cfg), env=env)
     stopped = []
 

@@ -39,13 +39,19 @@ from triage.taxonomy import Action
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
-                        help="the fault to inject (default: %(default)s; --list shows all)")
+    parser.add_argument(
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        metavar="NAME",
+        help="the fault to inject (default: %(default)s; --list shows all)",
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    parser.add_argument("--data-dir", help="site data directory (default: env TRIAGE_DATA_DIR, "
-                        "else ./triage-data)")
-    parser.add_argument("--json", action="store_true",
-                        help="print the supervisor's report as JSON instead of tables")
+    parser.add_argument(
+        "--data-dir", help="site data directory (default: env TRIAGE_DATA_DIR, else ./triage-data)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the supervisor's report as JSON instead of tables"
+    )
 
 
 def _list(console: Console) -> None:
@@ -53,9 +59,12 @@ def _list(console: Console) -> None:
     for col in ("scenario", "what happens", "expected verdict", "action"):
         table.add_column(col)
     for s in SCENARIOS.values():
-        table.add_row(s.name + (" (default)" if s.name == DEFAULT_SCENARIO else ""), s.what,
-                      s.category.value if s.category else "(whatever the evidence says)",
-                      s.action.value if s.action else "keep running (alert)")
+        table.add_row(
+            s.name + (" (default)" if s.name == DEFAULT_SCENARIO else ""),
+            s.what,
+            s.category.value if s.category else "(whatever the evidence says)",
+            s.action.value if s.action else "keep running (alert)",
+        )
     console.print(table)
 
 
@@ -69,8 +78,7 @@ def _live_view(job_id: str, scenario: str, state: LiveState | None, started: flo
         table.add_row("attempt", str(state.attempt))
         table.add_row("state", state.state)
         table.add_row("step", "-" if p.last_step is None else str(p.last_step))
-        table.add_row("throughput",
-                      f"{p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s else "-")
+        table.add_row("throughput", f"{p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s else "-")
         table.add_row("excluded nodes", ", ".join(state.excluded_nodes) or "-")
         table.add_row("incidents", "\n".join(state.incidents) or "-")
     return table
@@ -83,14 +91,22 @@ def _summary(report: JobReport, console: Console) -> None:
     for a in report.attempts:
         v = a.verdict or {}
         last = "-" if a.last_step is None else a.last_step
-        table.add_row(str(a.attempt), a.outcome or "-", a.detection or "-",
-                      f"{a.resumed_from_step or 0}..{last}", v.get("category", "-"),
-                      culprit_text(v.get("culprit")) or "-", a.action or "-")
+        table.add_row(
+            str(a.attempt),
+            a.outcome or "-",
+            a.detection or "-",
+            f"{a.resumed_from_step or 0}..{last}",
+            v.get("category", "-"),
+            culprit_text(v.get("culprit")) or "-",
+            a.action or "-",
+        )
     console.print(table)
     for r in report.recoveries():
-        console.print(f"recovery after attempt {r['attempt']}: detected in {r['detect_s']:.1f} s "
-                      f"({r['detection']}), training again {r['recover_s']:.1f} s after the "
-                      f"fault, {r['steps_lost']} steps lost")
+        console.print(
+            f"recovery after attempt {r['attempt']}: detected in {r['detect_s']:.1f} s "
+            f"({r['detection']}), training again {r['recover_s']:.1f} s after the "
+            f"fault, {r['steps_lost']} steps lost"
+        )
     if report.excluded_nodes:
         console.print(f"excluded nodes: {', '.join(report.excluded_nodes)}")
     console.print(f"[bold]job {report.status}[/]: {report.reason}")
@@ -106,8 +122,10 @@ def _return_demo_nodes(data_dir: Path, command: list[str]) -> list[str]:
     for node in simulated_nodes(command):
         if quarantined_nodes(data_dir).get(node):
             ended, _ = return_to_service(data_dir, node, gpu=None, by="triage demo")
-            lines.append(f"{node} was quarantined by an earlier run ({ended[0].reason}); "
-                         "the demo returns its simulated node to service first")
+            lines.append(
+                f"{node} was quarantined by an earlier run ({ended[0].reason}); "
+                "the demo returns its simulated node to service first"
+            )
     return lines
 
 
@@ -121,8 +139,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--scenario {args.scenario!r}: choose one of {', '.join(SCENARIOS)}")
     data_dir = data_dir_from_env(args.data_dir)
     job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S")
-    cfg = SupervisorConfig(job_id=job_id, data_dir=str(data_dir), hang_timeout=HANG_TIMEOUT_S,
-                           backoff=1.0, grace=5.0, max_restarts=3)
+    cfg = SupervisorConfig(
+        job_id=job_id,
+        data_dir=str(data_dir),
+        hang_timeout=HANG_TIMEOUT_S,
+        backoff=1.0,
+        grace=5.0,
+        max_restarts=3,
+    )
     returned = _return_demo_nodes(data_dir, scenario.train_command())
     started = time.time()
     if args.json:
@@ -134,21 +158,32 @@ def run(args: argparse.Namespace) -> int:
         for line in returned:
             console.print(f"[dim]{line}[/]")
         console.print(f"[bold]triage demo[/]: {scenario.what}")
-        console.print("  triage run --hang-timeout 15 -- triage train --nnodes 2 "
-                      "--nproc-per-node 2 --collective-timeout 15 " +
-                      " ".join(f"--inject {s}" for s in scenario.inject))
-        with Live(_live_view(job_id, scenario.name, None, started), console=console,
-                  refresh_per_second=2, transient=False) as live:
-            report = Supervisor(cfg, scenario.train_command(), on_update=lambda s: live.update(
-                _live_view(job_id, scenario.name, s, started))).run()
+        console.print(
+            "  triage run --hang-timeout 15 -- triage train --nnodes 2 "
+            "--nproc-per-node 2 --collective-timeout 15 " + " ".join(f"--inject {s}" for s in scenario.inject)
+        )
+        with Live(
+            _live_view(job_id, scenario.name, None, started),
+            console=console,
+            refresh_per_second=2,
+            transient=False,
+        ) as live:
+            report = Supervisor(
+                cfg,
+                scenario.train_command(),
+                on_update=lambda s: live.update(_live_view(job_id, scenario.name, s, started)),
+            ).run()
         _summary(report, console)
         analysis = analyze(data_dir, job_id, report.run_id)
         if analysis is not None:
             console.rule("triage analyze " + job_id)
             print_report(analysis)
-        console.print(Group(
-            f"took {time.time() - started:.0f} s. Explore it:",
-            f"  triage analyze {job_id} --data-dir {data_dir}",
-            f"  triage dashboard --data-dir {data_dir}"))
+        console.print(
+            Group(
+                f"took {time.time() - started:.0f} s. Explore it:",
+                f"  triage analyze {job_id} --data-dir {data_dir}",
+                f"  triage dashboard --data-dir {data_dir}",
+            )
+        )
     expected_stop = scenario.action is Action.FAIL_FAST and report.status == "failed"
     return 0 if report.status == "completed" or expected_stop else 1

@@ -21,25 +21,47 @@ from triage.config import add_config_args, config_from_args, data_dir_from_env
 from triage.store import StoreConfig, StoreError, check_data_dir, ingest_spools, open_snapshot
 from triage.store.job_data import NO_RUN
 
-_STATUS_STYLE = {"running": "cyan", "completed": "green", "failed": "bold red", "preempted": "yellow",
-                 "gave_up": "bold red", "interrupted": "yellow"}
+_STATUS_STYLE = {
+    "running": "cyan",
+    "completed": "green",
+    "failed": "bold red",
+    "preempted": "yellow",
+    "gave_up": "bold red",
+    "interrupted": "yellow",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)")
+    parser.add_argument(
+        "--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
-                        help="ingest pending spools first where no agent is writing (default: yes)")
-    add_config_args(parser, StoreConfig, skip=tuple(
-        f.name for f in dataclasses.fields(StoreConfig) if f.name != "heartbeat_timeout_s"))
+    parser.add_argument(
+        "--ingest",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ingest pending spools first where no agent is writing (default: yes)",
+    )
+    add_config_args(
+        parser,
+        StoreConfig,
+        skip=tuple(f.name for f in dataclasses.fields(StoreConfig) if f.name != "heartbeat_timeout_s"),
+    )
 
 
 def _age(t: float | None, now: float) -> str:
     if t is None:
         return "-"
     s = max(0.0, now - t)
-    age = (f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
-           if s < 172800 else f"{s / 86400:.0f}d")
+    age = (
+        f"{s:.0f}s"
+        if s < 120
+        else f"{s / 60:.0f}m"
+        if s < 7200
+        else f"{s / 3600:.1f}h"
+        if s < 172800
+        else f"{s / 86400:.0f}d"
+    )
     return f"{age} ago"
 
 
@@ -51,11 +73,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             ingest = ingest_spools(data_dir, config=config)
         except (OSError, StoreError) as exc:
-            print(f"triage jobs: warning: could not ingest pending spools ({exc}); "
-                  "listing what is stored", file=sys.stderr)
+            print(
+                f"triage jobs: warning: could not ingest pending spools ({exc}); listing what is stored",
+                file=sys.stderr,
+            )
         for err in ingest.errors if ingest else []:
-            print(f"triage jobs: warning: {err.path}: {err.error} (kept in {err.quarantined_to})",
-                  file=sys.stderr)
+            print(
+                f"triage jobs: warning: {err.path}: {err.error} (kept in {err.quarantined_to})",
+                file=sys.stderr,
+            )
         for why in ingest.refused if ingest else []:
             print(f"triage jobs: warning: {why}", file=sys.stderr)
     now = time.time()
@@ -66,11 +92,18 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"triage jobs: warning: {problem}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"data_dir": str(data_dir), "now": now,
-                          "ingest": ingest.to_dict() if ingest else None,
-                          "problems": problems,
-                          "jobs": [dataclasses.asdict(j) for j in jobs],
-                          "runs": [dataclasses.asdict(r) for r in runs]}))
+        print(
+            json.dumps(
+                {
+                    "data_dir": str(data_dir),
+                    "now": now,
+                    "ingest": ingest.to_dict() if ingest else None,
+                    "problems": problems,
+                    "jobs": [dataclasses.asdict(j) for j in jobs],
+                    "runs": [dataclasses.asdict(r) for r in runs],
+                }
+            )
+        )
         return 0
     from rich import box
     from rich.console import Console
@@ -78,21 +111,32 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     if not runs:
-        console.print(f"No jobs in {data_dir} yet. Run `triage demo` to train a small job, "
-                      "then `triage jobs` again.")
+        console.print(
+            f"No jobs in {data_dir} yet. Run `triage demo` to train a small job, then `triage jobs` again."
+        )
         return 0
-    table = Table(title=f"Runs in {data_dir}, newest first", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
+    table = Table(
+        title=f"Runs in {data_dir}, newest first", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+    )
     for col in ("job", "run", "status", "attempts", "ranks", "step", "last seen"):
-        table.add_column(col, justify="right" if col in ("attempts", "ranks", "step") else "left",
-                         no_wrap=col != "job")
+        table.add_column(
+            col, justify="right" if col in ("attempts", "ranks", "step") else "left", no_wrap=col != "job"
+        )
     for r in runs:
         style = _STATUS_STYLE.get(r.status, "")
-        seen = max((t for t in (r.last_progress, r.last_heartbeat, r.end_time, r.start_time)
-                    if t is not None), default=None)
-        table.add_row(r.job_id, r.run_id or NO_RUN, f"[{style}]{r.status}[/]" if style else r.status,
-                      str(r.attempts), str(r.ranks), "-" if r.max_step is None else str(r.max_step),
-                      _age(seen, now))
+        seen = max(
+            (t for t in (r.last_progress, r.last_heartbeat, r.end_time, r.start_time) if t is not None),
+            default=None,
+        )
+        table.add_row(
+            r.job_id,
+            r.run_id or NO_RUN,
+            f"[{style}]{r.status}[/]" if style else r.status,
+            str(r.attempts),
+            str(r.ranks),
+            "-" if r.max_step is None else str(r.max_step),
+            _age(seen, now),
+        )
     console.print(table)
     console.print("[dim]`triage analyze JOB` shows a job's newest run; `--run RUN` another.[/]")
     return 0

@@ -26,8 +26,14 @@ from triage.config import ConfigError, data_dir_from_env
 from triage.fault_schedule import append_reset
 from triage.names import check_name
 from triage.store import check_data_dir
-from triage.store.node_health import (QUARANTINED, HealthEntry, clear_node, current_state,
-                                      read_implications, read_ledger)
+from triage.store.node_health import (
+    QUARANTINED,
+    HealthEntry,
+    clear_node,
+    current_state,
+    read_implications,
+    read_ledger,
+)
 from triage.supervisor.identity import current_user
 from triage.supervisor.quarantine import QuarantineConfig, offences
 
@@ -36,25 +42,34 @@ def _common(parser: argparse.ArgumentParser, *, inherited: bool) -> None:
     """--data-dir and --json, before or after the action (`inherited`: the action's copy,
     which keeps what was given before it)."""
     keep = {"default": argparse.SUPPRESS} if inherited else {}
-    parser.add_argument("--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR "
-                                           "or ./triage-data)", **keep)
+    parser.add_argument(
+        "--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)", **keep
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object", **keep)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(parser, inherited=False)
-    parser.add_argument("--history", action="store_true",
-                        help="list every ledger entry (quarantines and clears), oldest first")
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="list every ledger entry (quarantines and clears), oldest first",
+    )
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    clear = sub.add_parser("clear", help="return a repaired node (or one of its GPUs) to service",
-                           description="Return a node, with all its GPUs, or one GPU (--gpu) to "
-                                       "service: later `triage run`s place jobs on it again.")
+    clear = sub.add_parser(
+        "clear",
+        help="return a repaired node (or one of its GPUs) to service",
+        description="Return a node, with all its GPUs, or one GPU (--gpu) to "
+        "service: later `triage run`s place jobs on it again.",
+    )
     clear.add_argument("node", help="the node's name as `triage nodes` lists it")
-    clear.add_argument("--gpu", type=int, help="clear only this GPU's quarantine (a node-level "
-                                               "quarantine stays)")
+    clear.add_argument(
+        "--gpu", type=int, help="clear only this GPU's quarantine (a node-level quarantine stays)"
+    )
     clear.add_argument("--by", help="who returns it, for the record (default: the current user)")
-    clear.add_argument("--reason", default="",
-                       help="what was done to it, for the record (e.g. 'GPU 3 replaced')")
+    clear.add_argument(
+        "--reason", default="", help="what was done to it, for the record (e.g. 'GPU 3 replaced')"
+    )
     _common(clear, inherited=True)
 
 
@@ -66,16 +81,23 @@ def run(args: argparse.Namespace) -> int:
     window = QuarantineConfig()
     now = time.time()
     recent = read_implications(data_dir, now - window.window_s)
-    counts = {node: n for node in sorted({i.node for i in recent})
-              if (n := len(offences(node, now=now, ledger=ledger, implications=recent)))}
+    counts = {
+        node: n
+        for node in sorted({i.node for i in recent})
+        if (n := len(offences(node, now=now, ledger=ledger, implications=recent)))
+    }
     state = current_state(ledger)
-    standing = sorted((e for e in state.values() if e.state == QUARANTINED),
-                      key=lambda e: (e.node, -1 if e.gpu is None else e.gpu))
+    standing = sorted(
+        (e for e in state.values() if e.state == QUARANTINED),
+        key=lambda e: (e.node, -1 if e.gpu is None else e.gpu),
+    )
     if args.json:
-        out: dict[str, object] = {"data_dir": str(data_dir),
-                                  "quarantined": [e.to_dict() for e in standing],
-                                  "incidents": counts,
-                                  "incident_window_days": window.repeat_window_days}
+        out: dict[str, object] = {
+            "data_dir": str(data_dir),
+            "quarantined": [e.to_dict() for e in standing],
+            "incidents": counts,
+            "incident_window_days": window.repeat_window_days,
+        }
         if args.history:
             out["history"] = [e.to_dict() for e in ledger]
         print(json.dumps(out, default=str))
@@ -98,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"No node is quarantined in {data_dir}.")
     if counts:
         listed = ", ".join(f"{n} {c}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
-        print(f"Incidents that named a culprit node in the last {window.repeat_window_days:g} "
-              f"days (since its last clear): {listed}")
+        print(
+            f"Incidents that named a culprit node in the last {window.repeat_window_days:g} "
+            f"days (since its last clear): {listed}"
+        )
     return 0
 
 
@@ -113,17 +137,28 @@ def _clear(data_dir: Path, args: argparse.Namespace) -> int:
     ended, reset = return_to_service(data_dir, node, gpu=args.gpu, by=by)
     where = node if args.gpu is None else f"{node} GPU {args.gpu}"
     if not ended:
-        known = sorted({e.where for e in current_state(read_ledger(data_dir)).values()
-                        if e.state == QUARANTINED and e.node == node})
-        hint = (f"; quarantined there: {', '.join(known)}" if known
-                else "; `triage nodes` lists what is quarantined")
+        known = sorted(
+            {
+                e.where
+                for e in current_state(read_ledger(data_dir)).values()
+                if e.state == QUARANTINED and e.node == node
+            }
+        )
+        hint = (
+            f"; quarantined there: {', '.join(known)}"
+            if known
+            else "; `triage nodes` lists what is quarantined"
+        )
         msg = f"{where} is not quarantined, nothing written{hint}"
-        print(json.dumps({"cleared": [], "message": msg}) if args.json
-              else f"triage nodes clear: {msg}")
+        print(json.dumps({"cleared": [], "message": msg}) if args.json else f"triage nodes clear: {msg}")
         return 1
     if args.json:
-        print(json.dumps({"cleared": [e.to_dict() for e in ended],
-                          "sim_reset": None if reset is None else str(reset)}, default=str))
+        print(
+            json.dumps(
+                {"cleared": [e.to_dict() for e in ended], "sim_reset": None if reset is None else str(reset)},
+                default=str,
+            )
+        )
         return 0
     for e in ended:
         print(f"returned {e.where} to service (quarantined {_clock(e.time)}: {e.reason})")
@@ -132,8 +167,9 @@ def _clear(data_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def return_to_service(data_dir: Path, node: str, *, gpu: int | None, by: str
-                      ) -> tuple[list[HealthEntry], Path | None]:
+def return_to_service(
+    data_dir: Path, node: str, *, gpu: int | None, by: str
+) -> tuple[list[HealthEntry], Path | None]:
     """Clear the ledger's quarantines of (node, gpu) and, on a simulated node, reset its
     simulated GPUs: the quarantines ended ([] where none stood: then nothing changes) and the
     fault schedule the reset went to."""

@@ -42,15 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, SupervisorConfig)
     add_config_args(parser, QuarantineConfig)
     parser.add_argument("--json", action="store_true", help="print the final report as JSON")
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
-                        help="the training command (after --)")
+    parser.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the training command (after --)"
+    )
 
 
 def print_state(state: LiveState) -> None:
     p = state.progress
     step = "-" if p.last_step is None else str(p.last_step)
-    print(f"triage run: attempt {state.attempt} step {step}: {state.state}", file=sys.stderr,
-          flush=True)
+    print(f"triage run: attempt {state.attempt} step {step}: {state.state}", file=sys.stderr, flush=True)
 
 
 def print_report(report: JobReport) -> None:
@@ -58,16 +58,20 @@ def print_report(report: JobReport) -> None:
     for a in report.attempts:
         v = a.verdict or {}
         culprit = culprit_text(v.get("culprit"))
-        print(f"  attempt {a.attempt}: {a.outcome} via {a.detection}, steps "
-              f"{a.resumed_from_step if a.resumed_from_step is not None else 0}.."
-              f"{a.last_step if a.last_step is not None else '-'}"
-              + (f"; {v['category']}" + (f" ({culprit})" if culprit else "") if v else "")
-              + (f" -> {a.action}" if a.action else ""))
+        print(
+            f"  attempt {a.attempt}: {a.outcome} via {a.detection}, steps "
+            f"{a.resumed_from_step if a.resumed_from_step is not None else 0}.."
+            f"{a.last_step if a.last_step is not None else '-'}"
+            + (f"; {v['category']}" + (f" ({culprit})" if culprit else "") if v else "")
+            + (f" -> {a.action}" if a.action else "")
+        )
         if a.quarantine:
             q = a.quarantine
             where = q["node"] if q["gpu"] is None else f"{q['node']} GPU {q['gpu']}"
-            print(f"    quarantined {where} for later jobs ({q['source']}); "
-                  f"`triage nodes clear {q['node']}` returns it")
+            print(
+                f"    quarantined {where} for later jobs ({q['source']}); "
+                f"`triage nodes clear {q['node']}` returns it"
+            )
     for node, why in report.quarantined_at_start.items():
         print(f"  left out from the start, quarantined: {node} ({why})")
     if report.excluded_nodes:
@@ -87,13 +91,18 @@ def run(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        raise ConfigError("give the training command after --, e.g. "
-                          "`triage run -- triage train --nnodes 2 --nproc-per-node 2`")
+        raise ConfigError(
+            "give the training command after --, e.g. "
+            "`triage run -- triage train --nnodes 2 --nproc-per-node 2`"
+        )
     cfg = config_from_args(SupervisorConfig, args)
-    supervisor = Supervisor(cfg, command, on_update=None if args.json else print_state,
-                            quarantine=config_from_args(QuarantineConfig, args))
-    print(f"triage run: job {supervisor.job_id}; {supervisor.signals()}", file=sys.stderr,
-          flush=True)
+    supervisor = Supervisor(
+        cfg,
+        command,
+        on_update=None if args.json else print_state,
+        quarantine=config_from_args(QuarantineConfig, args),
+    )
+    print(f"triage run: job {supervisor.job_id}; {supervisor.signals()}", file=sys.stderr, flush=True)
     report = supervisor.run()
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=str))

@@ -21,20 +21,50 @@ from triage.store.writer import PartitionBusy, StoreError, StoreWriter
 
 if TYPE_CHECKING:
     from triage.store.snapshot import (
-        AttemptSummary, JobSummary, LastArrival, RankProgress, RunSummary, Snapshot,
+        AttemptSummary,
+        JobSummary,
+        LastArrival,
+        RankProgress,
+        RunSummary,
+        Snapshot,
         open_snapshot,
     )
 
-_SNAPSHOT_NAMES = frozenset({
-    "AttemptSummary", "JobSummary", "LastArrival", "RankProgress", "RunSummary", "Snapshot",
-    "open_snapshot",
-})
+_SNAPSHOT_NAMES = frozenset(
+    {
+        "AttemptSummary",
+        "JobSummary",
+        "LastArrival",
+        "RankProgress",
+        "RunSummary",
+        "Snapshot",
+        "open_snapshot",
+    }
+)
 
 __all__ = [
-    "ATTEMPT_STATUSES", "SCHEMA_VERSION", "TABLES", "AttemptSummary", "IngestReport", "JobSummary",
-    "LastArrival", "PartitionBusy", "RankProgress", "RunSummary", "Snapshot", "SpoolError", "StoreConfig",
-    "StoreError", "StoreWriter", "apply_retention", "check_data_dir", "compact", "ingest_partition",
-    "ingest_spools", "open_snapshot", "schema_from_dataclass",
+    "ATTEMPT_STATUSES",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "AttemptSummary",
+    "IngestReport",
+    "JobSummary",
+    "LastArrival",
+    "PartitionBusy",
+    "RankProgress",
+    "RunSummary",
+    "Snapshot",
+    "SpoolError",
+    "StoreConfig",
+    "StoreError",
+    "StoreWriter",
+    "apply_retention",
+    "check_data_dir",
+    "compact",
+    "ingest_partition",
+    "ingest_spools",
+    "open_snapshot",
+    "schema_from_dataclass",
 ]
 
 

@@ -20,35 +20,58 @@ def _parse_bounds(specs: list[str], units: dict[str, int], what: str) -> dict[st
         m = _SPEC_RE.match(spec.strip().lower())
         unit = m and m["unit"].removesuffix("ib").removesuffix("b")
         if not m or unit not in units:
-            raise ConfigError(f"bad {what} bound {spec!r}: write TABLE=NUMBER[{'|'.join(u for u in units if u)}],"
-                              f" e.g. collectives=7d or *=20g")
+            raise ConfigError(
+                f"bad {what} bound {spec!r}: write TABLE=NUMBER[{'|'.join(u for u in units if u)}],"
+                f" e.g. collectives=7d or *=20g"
+            )
         if m["table"] != "*" and m["table"] not in TABLES:
-            raise ConfigError(f"{what} bound {spec!r} names no store table; known: {', '.join(sorted(TABLES))}")
+            raise ConfigError(
+                f"{what} bound {spec!r} names no store table; known: {', '.join(sorted(TABLES))}"
+            )
         out[m["table"]] = float(m["num"]) * units[unit]
     return out
 
 
 @dataclass
 class StoreConfig:
-    max_age: list[str] = field(default_factory=lambda: ["*=30d", "collectives=7d", "gpu_samples=7d",
-                                                         "host_samples=7d"], metadata={
-        "help": "drop rows older than this, per table: TABLE=AGE with s/m/h/d, `*` for the rest",
-        "flag": "--retain-age", "repeatable": True})
-    max_bytes: list[str] = field(default_factory=list, metadata={
-        "help": "keep at most this much per table and node partition, oldest dropped first: "
-                "TABLE=SIZE with k/m/g/t, `*` for the rest (default: no size bound)",
-        "flag": "--retain-bytes", "repeatable": True})
-    compact_below_bytes: int = field(default=32 * 2**20, metadata={
-        "help": "segments smaller than this are merged by compaction"})
-    compact_target_bytes: int = field(default=256 * 2**20, metadata={
-        "help": "compaction stops growing a merged segment at about this size"})
-    retire_grace_s: float = field(default=600.0, metadata={
-        "help": "segments replaced by compaction or dropped by retention are deleted only after "
-                "this long, so snapshots opened before keep working"})
-    ingest_batch_bytes: int = field(default=128 * 2**20, metadata={
-        "help": "spool bytes ingested per store commit (bounds the ingester's memory)"})
-    heartbeat_timeout_s: float = field(default=60.0, metadata={
-        "help": "an attempt whose last heartbeat is older than this is no longer running"})
+    max_age: list[str] = field(
+        default_factory=lambda: ["*=30d", "collectives=7d", "gpu_samples=7d", "host_samples=7d"],
+        metadata={
+            "help": "drop rows older than this, per table: TABLE=AGE with s/m/h/d, `*` for the rest",
+            "flag": "--retain-age",
+            "repeatable": True,
+        },
+    )
+    max_bytes: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "keep at most this much per table and node partition, oldest dropped first: "
+            "TABLE=SIZE with k/m/g/t, `*` for the rest (default: no size bound)",
+            "flag": "--retain-bytes",
+            "repeatable": True,
+        },
+    )
+    compact_below_bytes: int = field(
+        default=32 * 2**20, metadata={"help": "segments smaller than this are merged by compaction"}
+    )
+    compact_target_bytes: int = field(
+        default=256 * 2**20, metadata={"help": "compaction stops growing a merged segment at about this size"}
+    )
+    retire_grace_s: float = field(
+        default=600.0,
+        metadata={
+            "help": "segments replaced by compaction or dropped by retention are deleted only after "
+            "this long, so snapshots opened before keep working"
+        },
+    )
+    ingest_batch_bytes: int = field(
+        default=128 * 2**20,
+        metadata={"help": "spool bytes ingested per store commit (bounds the ingester's memory)"},
+    )
+    heartbeat_timeout_s: float = field(
+        default=60.0,
+        metadata={"help": "an attempt whose last heartbeat is older than this is no longer running"},
+    )
     max_age_s: dict[str, float] = field(init=False, repr=False)
     max_bytes_per_table: dict[str, float] = field(init=False, repr=False)
 

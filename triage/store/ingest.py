@@ -30,8 +30,12 @@ from triage.store.config import StoreConfig
 from triage.store.layout import QUARANTINE_DIR, spool_node_dir, spool_nodes
 from triage.store.schema import EVENT_SOURCE_STORE, TABLES, table_spec
 from triage.store.writer import PartitionBusy, StoreError, StoreWriter
-from triage.trainer_hooks.spool_schema import (SPOOL_TABLES, parse_job_dir_name,
-                                              parse_segment_name, read_segment)
+from triage.trainer_hooks.spool_schema import (
+    SPOOL_TABLES,
+    parse_job_dir_name,
+    parse_segment_name,
+    read_segment,
+)
 
 #: Where directories with names no spool writer makes go (under the partition's quarantine).
 _BAD_NAMES = "bad-names"
@@ -69,7 +73,7 @@ class IngestReport:
     def total_rows(self) -> int:
         return sum(self.rows.values())
 
-    def add(self, other: "IngestReport") -> None:
+    def add(self, other: IngestReport) -> None:
         for table, n in other.rows.items():
             self.rows[table] = self.rows.get(table, 0) + n
         self.spool_segments += other.spool_segments
@@ -84,8 +88,9 @@ class IngestReport:
         return {**asdict(self), "total_rows": self.total_rows}
 
 
-def ingest_spools(data_dir: str | os.PathLike[str], node: str | None = None,
-                  config: StoreConfig | None = None) -> IngestReport:
+def ingest_spools(
+    data_dir: str | os.PathLike[str], node: str | None = None, config: StoreConfig | None = None
+) -> IngestReport:
     """Ingest the spools of `node` (every node with a spool when None), skipping partitions
     another process writes (`report.busy`) and those that refuse writes (`report.refused`:
     a damaged manifest, a newer schema)."""
@@ -126,8 +131,7 @@ def _valid_job_dir(name: str) -> bool:
 _LEVELS = (_valid_job_dir, str.isdigit, lambda name: _WRITER_DIR_RE.match(name) is not None)
 
 
-def _named(path: Path, level: int, writer: StoreWriter, report: IngestReport
-           ) -> list[os.DirEntry]:
+def _named(path: Path, level: int, writer: StoreWriter, report: IngestReport) -> list[os.DirEntry]:
     """The subdirectories of `path` whose names this level allows. Any other directory (a
     name that is not UTF-8, `..`-like, another tool's folder) and any entry that cannot be
     looked at (a symlink loop) is moved to the partition's quarantine and reported, so that no
@@ -139,20 +143,26 @@ def _named(path: Path, level: int, writer: StoreWriter, report: IngestReport
         try:
             if not entry.is_dir():
                 continue
-            why = None if _LEVELS[level](entry.name) and entry.name.isascii() else (
-                f"not a spool directory name at this level ({ascii(entry.name)})")
+            why = (
+                None
+                if _LEVELS[level](entry.name) and entry.name.isascii()
+                else (f"not a spool directory name at this level ({entry.name!a})")
+            )
         except OSError as exc:
             why = f"cannot be read ({exc.strerror or exc})"
         if why is None:
             kept.append(entry)
             continue
-        dest = (writer.dir / QUARANTINE_DIR / _BAD_NAMES
-                / f"{_printable(entry.name)}-{time.time_ns()}")
+        dest = writer.dir / QUARANTINE_DIR / _BAD_NAMES / f"{_printable(entry.name)}-{time.time_ns()}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(entry.path, dest)
-        report.errors.append(SpoolError(
-            os.fsdecode(entry.path).encode("utf-8", "backslashreplace").decode(),
-            f"{why}; moved aside unread", str(dest)))
+        report.errors.append(
+            SpoolError(
+                os.fsdecode(entry.path).encode("utf-8", "backslashreplace").decode(),
+                f"{why}; moved aside unread",
+                str(dest),
+            )
+        )
     return kept
 
 
@@ -193,11 +203,13 @@ def _ingest_batch(writer: StoreWriter, batch: list[SpoolFile], report: IngestRep
     for f in batch:
         try:
             tables = read_segment(f.path)
-            other = {t: _conform(writer, t, data, report) for t, data in tables.items()
-                     if t in TABLES and not _in_spool_layout(t, data)}
+            other = {
+                t: _conform(writer, t, data, report)
+                for t, data in tables.items()
+                if t in TABLES and not _in_spool_layout(t, data)
+            }
         except Exception as exc:  # noqa: BLE001 - whatever is wrong with one file stays with it
-            bad.append((f, f"{type(exc).__name__}: "
-                           f"{(str(exc) or 'unreadable').splitlines()[0][:300]}"))
+            bad.append((f, f"{type(exc).__name__}: {(str(exc) or 'unreadable').splitlines()[0][:300]}"))
             continue
         for table, data in tables.items():
             if table not in TABLES:
@@ -247,20 +259,29 @@ def _quarantine(writer: StoreWriter, f: SpoolFile, why: str) -> SpoolError:
     return SpoolError(str(f.path), why, str(dest))
 
 
-def _error_events(writer: StoreWriter, bad: list[tuple[SpoolFile, str]],
-                  errors: list[SpoolError]) -> pa.Table:
+def _error_events(
+    writer: StoreWriter, bad: list[tuple[SpoolFile, str]], errors: list[SpoolError]
+) -> pa.Table:
     now = writer.clock()
     rows = []
     for (f, why), err in zip(bad, errors):
         job_dir, attempt, wdir = f.writer.split("/")
         job_id, run_id = parse_job_dir_name(job_dir)
         m = _WRITER_DIR_RE.match(wdir)
-        rows.append({
-            "job_id": job_id, "run_id": run_id,
-            "attempt": int(attempt) if attempt.isdigit() else None,
-            "rank": int(m["rank"]) if m else None, "node": writer.node, "gpu": None,
-            "time": now, "kind": "telemetry_error", "step": None,
-            "message": f"unreadable spool segment {f.path.name} skipped: {why}",
-            "detail": json.dumps(asdict(err)), "source": EVENT_SOURCE_STORE,
-        })
+        rows.append(
+            {
+                "job_id": job_id,
+                "run_id": run_id,
+                "attempt": int(attempt) if attempt.isdigit() else None,
+                "rank": int(m["rank"]) if m else None,
+                "node": writer.node,
+                "gpu": None,
+                "time": now,
+                "kind": "telemetry_error",
+                "step": None,
+                "message": f"unreadable spool segment {f.path.name} skipped: {why}",
+                "detail": json.dumps(asdict(err)),
+                "source": EVENT_SOURCE_STORE,
+            }
+        )
     return pa.Table.from_pylist(rows, schema=table_spec("events").schema)

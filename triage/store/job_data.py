@@ -96,19 +96,20 @@ class JobData:
     def span(self) -> tuple[float, float] | None:
         """(first process start, last record) over all attempts; None for a job with no rows."""
         starts = pd.concat([self.ranks["start_time"], self.events["time"]]).dropna()
-        ends = pd.concat([self.heartbeats["time"], self.events["time"],
-                          self.rank_steps["last_end"]]).dropna()
+        ends = pd.concat([self.heartbeats["time"], self.events["time"], self.rank_steps["last_end"]]).dropna()
         if starts.empty or ends.empty:
             return None
         return float(starts.min()), float(max(ends.max(), starts.min()))
 
     def attempt_span(self, attempt: int) -> tuple[float, float] | None:
         r = self.ranks[self.ranks["attempt"] == attempt]["start_time"].dropna()
-        ends = pd.concat([
-            self.heartbeats.loc[self.heartbeats["attempt"] == attempt, "time"],
-            self.events.loc[self.events["attempt"] == attempt, "time"],
-            self.rank_steps.loc[self.rank_steps["attempt"] == attempt, "last_end"],
-        ]).dropna()
+        ends = pd.concat(
+            [
+                self.heartbeats.loc[self.heartbeats["attempt"] == attempt, "time"],
+                self.events.loc[self.events["attempt"] == attempt, "time"],
+                self.rank_steps.loc[self.rank_steps["attempt"] == attempt, "last_end"],
+            ]
+        ).dropna()
         if r.empty:
             return None
         start = float(r.min())
@@ -182,10 +183,9 @@ FROM t WHERE job_id = $job GROUP BY run_id ORDER BY start_time NULLS FIRST, run_
 _RUN_SOURCES = {
     "ranks": "SELECT job_id, run_id, attempt, start_time AS t0, start_time AS t1 FROM ranks",
     "events": "SELECT job_id, run_id, attempt, time AS t0, time AS t1 FROM events",
-    "attempt_outcomes": "SELECT job_id, run_id, attempt, time AS t0, time AS t1 "
-                        "FROM attempt_outcomes",
+    "attempt_outcomes": "SELECT job_id, run_id, attempt, time AS t0, time AS t1 FROM attempt_outcomes",
     "runs": "SELECT job_id, run_id, NULL::INTEGER AS attempt, start_time AS t0, "
-            "coalesce(end_time, time) AS t1 FROM runs",
+    "coalesce(end_time, time) AS t1 FROM runs",
 }
 
 
@@ -195,13 +195,11 @@ def list_runs(con: duckdb.DuckDBPyConnection, job_id: str) -> list[RunInfo]:
     parts = [sql for t, sql in _RUN_SOURCES.items() if t in have]
     if not parts:
         return []
-    rows = con.execute(_RUNS_SQL.format(parts="\n  UNION ALL ".join(parts)),
-                       {"job": job_id}).fetchall()
+    rows = con.execute(_RUNS_SQL.format(parts="\n  UNION ALL ".join(parts)), {"job": job_id}).fetchall()
     return [RunInfo(job_id, r, t0, t1, int(n)) for r, t0, t1, n in rows]
 
 
-def resolve_run(con: duckdb.DuckDBPyConnection, job_id: str, run: str | None = None
-                ) -> RunInfo:
+def resolve_run(con: duckdb.DuckDBPyConnection, job_id: str, run: str | None = None) -> RunInfo:
     """The run `run` names (its id, or `NO_RUN`), else the newest run of the job.
 
     Raises KeyError when the store has no record of the job or of that run of it."""
@@ -222,8 +220,12 @@ def list_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
     if not have:
         return []
     union = " UNION ".join(f"SELECT DISTINCT job_id FROM {t}" for t in sorted(have))
-    return [r[0] for r in con.execute(f"SELECT job_id FROM ({union}) WHERE job_id IS NOT NULL "
-                                      "ORDER BY job_id").fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            f"SELECT job_id FROM ({union}) WHERE job_id IS NOT NULL ORDER BY job_id"
+        ).fetchall()
+    ]
 
 
 _RANKS_SQL = """
@@ -375,13 +377,34 @@ FROM s JOIN firsts USING (node, gpu) GROUP BY node, gpu ORDER BY node, gpu
 """
 
 _GPU_HEALTH_COLUMNS = [
-    "node", "gpu", "uuid", "samples", "first_sample_time", "up_at_first_sample", "lost_time",
-    "throttled_samples", "throttle_reasons",
-    "throttle_first", "throttle_last", "max_temperature_celsius", "slowdown_celsius",
-    "ecc_uncorrected", "ecc_first", "ecc_uncorrected_at_start", "remap_failure",
-    "remap_failure_first", "remap_uncorrectable_growth", "pcie_replay_growth",
-    "pcie_replay_first", "pcie_link_width", "pcie_link_width_max", "pcie_width_first",
-    "nvlink_crc_growth", "nvlink_replay_growth", "nvlink_recovery_growth", "nvlink_first",
+    "node",
+    "gpu",
+    "uuid",
+    "samples",
+    "first_sample_time",
+    "up_at_first_sample",
+    "lost_time",
+    "throttled_samples",
+    "throttle_reasons",
+    "throttle_first",
+    "throttle_last",
+    "max_temperature_celsius",
+    "slowdown_celsius",
+    "ecc_uncorrected",
+    "ecc_first",
+    "ecc_uncorrected_at_start",
+    "remap_failure",
+    "remap_failure_first",
+    "remap_uncorrectable_growth",
+    "pcie_replay_growth",
+    "pcie_replay_first",
+    "pcie_link_width",
+    "pcie_link_width_max",
+    "pcie_width_first",
+    "nvlink_crc_growth",
+    "nvlink_replay_growth",
+    "nvlink_recovery_growth",
+    "nvlink_first",
 ]
 
 _NODE_EVENTS_SQL = """
@@ -405,45 +428,104 @@ FROM attempt_outcomes WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run G
 #: Columns of each frame when its table is absent, so analyzers can filter an empty frame.
 _EMPTY_COLUMNS: dict[str, list[str]] = {
     "ranks": ["attempt", "rank", "node", "gpu", "gpu_uuid", "pid", "world_size", "start_time"],
-    "rank_steps": ["attempt", "rank", "steps", "first_step", "last_step", "first_start",
-                   "last_end", "median_step_s", "median_compute_s", "data_wait_s"],
-    "step_timeline": ["attempt", "step", "ranks", "start", "end", "data_wait_s", "loss",
-                      "grad_norm"],
-    "rank_windows": ["attempt", "rank", "window", "steps", "first_step", "start",
-                     "median_compute_s"],
+    "rank_steps": [
+        "attempt",
+        "rank",
+        "steps",
+        "first_step",
+        "last_step",
+        "first_start",
+        "last_end",
+        "median_step_s",
+        "median_compute_s",
+        "data_wait_s",
+    ],
+    "step_timeline": ["attempt", "step", "ranks", "start", "end", "data_wait_s", "loss", "grad_norm"],
+    "rank_windows": ["attempt", "rank", "window", "steps", "first_step", "start", "median_compute_s"],
     "nonfinite_steps": ["attempt", "rank", "step", "time", "loss", "grad_norm"],
-    "loss_outliers": ["attempt", "rank", "step", "time", "loss", "agreed_loss", "agreeing",
-                      "ranks"],
+    "loss_outliers": ["attempt", "rank", "step", "time", "loss", "agreed_loss", "agreeing", "ranks"],
     "arrivals": ["attempt", "rank", "collectives", "last_arrivals", "wait_caused_s"],
-    "last_collectives": ["attempt", "rank", "group", "last_entered_seq", "last_completed_seq",
-                         "last_op", "last_enter_time"],
-    "heartbeats": ["attempt", "rank", "first_time", "time", "step", "inflight_op",
-                   "inflight_group", "inflight_seq", "inflight_since"],
+    "last_collectives": [
+        "attempt",
+        "rank",
+        "group",
+        "last_entered_seq",
+        "last_completed_seq",
+        "last_op",
+        "last_enter_time",
+    ],
+    "heartbeats": [
+        "attempt",
+        "rank",
+        "first_time",
+        "time",
+        "step",
+        "inflight_op",
+        "inflight_group",
+        "inflight_seq",
+        "inflight_since",
+    ],
     "events": ["attempt", "rank", "node", "gpu", "time", "kind", "step", "message", "detail"],
     "canary_mismatches": ["attempt", "rank", "node", "gpu", "step", "time", "digest"],
     "gpu_health": _GPU_HEALTH_COLUMNS,
-    "gpu_events": ["time", "node", "gpu", "uuid", "kind", "xid", "text", "source", "simulated",
-                   "pci_bus_id"],
-    "kernel_events": ["time", "node", "kind", "raw", "message", "xid", "pci_bus_id", "gpu",
-                      "gpu_instance", "compute_instance", "pid", "process_name", "severity",
-                      "simulated"],
+    "gpu_events": ["time", "node", "gpu", "uuid", "kind", "xid", "text", "source", "simulated", "pci_bus_id"],
+    "kernel_events": [
+        "time",
+        "node",
+        "kind",
+        "raw",
+        "message",
+        "xid",
+        "pci_bus_id",
+        "gpu",
+        "gpu_instance",
+        "compute_instance",
+        "pid",
+        "process_name",
+        "severity",
+        "simulated",
+    ],
     "attempt_outcomes": ["attempt", "status", "exit_code", "reason"],
-    "node_health": ["time", "node", "gpu", "state", "category", "xid", "reason", "evidence",
-                    "source", "job_id", "run_id", "attempt", "by"],
+    "node_health": [
+        "time",
+        "node",
+        "gpu",
+        "state",
+        "category",
+        "xid",
+        "reason",
+        "evidence",
+        "source",
+        "job_id",
+        "run_id",
+        "attempt",
+        "by",
+    ],
 }
 
 
-def _query(con: duckdb.DuckDBPyConnection, have: set[str], needs: tuple[str, ...], frame: str,
-           sql: str, params: dict[str, object]) -> pd.DataFrame:
+def _query(
+    con: duckdb.DuckDBPyConnection,
+    have: set[str],
+    needs: tuple[str, ...],
+    frame: str,
+    sql: str,
+    params: dict[str, object],
+) -> pd.DataFrame:
     if not set(needs) <= have:
         return pd.DataFrame(columns=_EMPTY_COLUMNS[frame])
     used = {k: v for k, v in params.items() if f"${k}" in sql}
     return con.execute(sql, used).df()
 
 
-def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *, run: str | None = None,
-             window_steps: int = DEFAULT_WINDOW_STEPS,
-             margin_s: float = DEFAULT_MARGIN_S) -> JobData:
+def load_job(
+    con: duckdb.DuckDBPyConnection,
+    job_id: str,
+    *,
+    run: str | None = None,
+    window_steps: int = DEFAULT_WINDOW_STEPS,
+    margin_s: float = DEFAULT_MARGIN_S,
+) -> JobData:
     """Read one run of a job from a store snapshot (views named after the tables): the one
     `run` names (a run id, or `NO_RUN`), by default the newest.
 
@@ -463,8 +545,9 @@ def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *, run: str | None = N
         raise KeyError(job_id)
     heartbeats = q("heartbeats", ("heartbeats",), _HEARTBEATS_SQL)
     rank_steps = q("rank_steps", ("steps",), _RANK_STEPS_SQL)
-    times = pd.concat([ranks["start_time"], events["time"], heartbeats["time"],
-                       rank_steps["last_end"]]).dropna()
+    times = pd.concat(
+        [ranks["start_time"], events["time"], heartbeats["time"], rank_steps["last_end"]]
+    ).dropna()
     params["t0"] = float(times.min()) - margin_s if not times.empty else 0.0
     params["t1"] = float(times.max()) + TAIL_S if not times.empty else 0.0
     return JobData(
@@ -483,10 +566,10 @@ def load_job(con: duckdb.DuckDBPyConnection, job_id: str, *, run: str | None = N
         events=events,
         canary_mismatches=q("canary_mismatches", ("events",), _CANARY_SQL),
         gpu_health=q("gpu_health", ("gpu_samples", "ranks"), _GPU_HEALTH_SQL),
-        gpu_events=q("gpu_events", ("gpu_events", "ranks"),
-                     _NODE_EVENTS_SQL.format(table="gpu_events")),
-        kernel_events=q("kernel_events", ("kernel_events", "ranks"),
-                        _NODE_EVENTS_SQL.format(table="kernel_events")),
+        gpu_events=q("gpu_events", ("gpu_events", "ranks"), _NODE_EVENTS_SQL.format(table="gpu_events")),
+        kernel_events=q(
+            "kernel_events", ("kernel_events", "ranks"), _NODE_EVENTS_SQL.format(table="kernel_events")
+        ),
         attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL),
         node_health=q("node_health", ("node_health", "ranks"), _NODE_HEALTH_SQL),
     )

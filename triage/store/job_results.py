@@ -40,8 +40,7 @@ class JobScore:
 class JobResultsReader:
     """Incremental reader of one partition's `incidents` and `job_scores` tables."""
 
-    def __init__(self, data_dir: str | os.PathLike[str],
-                 partition: str = SUPERVISOR_PARTITION) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str], partition: str = SUPERVISOR_PARTITION) -> None:
         self.dir = partition_dir(data_dir, partition)
         self._manifest: Manifest | None = None
         self._counts: dict[str, dict[str, int]] = {}
@@ -62,8 +61,7 @@ class JobResultsReader:
         key = (wanted, self._manifest.generation)
         if key != self._counted:
             self._missed = False
-            table = self._read(self._manifest.table_segments("incidents"),
-                               ["job_id", "category"], wanted)
+            table = self._read(self._manifest.table_segments("incidents"), ["job_id", "category"], wanted)
             self._counts = {}
             if table.num_rows:
                 grouped = table.group_by(["job_id", "category"]).aggregate([([], "count_all")])
@@ -78,11 +76,13 @@ class JobResultsReader:
         if self._manifest is None or not wanted:
             return []
         after = self._scores_after
-        segments = [s for s in self._manifest.table_segments("job_scores")
-                    if s.max_time is None or s.max_time > after]
+        segments = [
+            s for s in self._manifest.table_segments("job_scores") if s.max_time is None or s.max_time > after
+        ]
         self._missed = False
-        table = self._read(segments, ["job_id", "run_id", "attempt", "time", "name", "rank",
-                                      "node", "value"], wanted)
+        table = self._read(
+            segments, ["job_id", "run_id", "attempt", "time", "name", "rank", "node", "value"], wanted
+        )
         if table.num_rows:
             table = table.filter(pc.greater(table["time"], after))
         if not table.num_rows:
@@ -98,8 +98,11 @@ class JobResultsReader:
         parts = []
         for s in segments:
             try:
-                parts.append(pq.read_table(self.dir / s.file, columns=columns,
-                                           filters=[("job_id", "in", sorted(jobs))]))
+                parts.append(
+                    pq.read_table(
+                        self.dir / s.file, columns=columns, filters=[("job_id", "in", sorted(jobs))]
+                    )
+                )
             except FileNotFoundError:
                 self._missed = True
         if not parts:

@@ -48,12 +48,10 @@ LOGS_DIR = "logs"
 
 def run_log_dir(data_dir: str | os.PathLike[str], job_id: str, run_id: str) -> Path:
     """Where `triage run` keeps a run's captured output."""
-    return (Path(data_dir) / LOGS_DIR / check_name("job id", job_id)
-            / check_name("run id", run_id))
+    return Path(data_dir) / LOGS_DIR / check_name("job id", job_id) / check_name("run id", run_id)
 
 
-def attempt_log_paths(data_dir: str | os.PathLike[str], job_id: str, run_id: str,
-                      attempt: int) -> list[Path]:
+def attempt_log_paths(data_dir: str | os.PathLike[str], job_id: str, run_id: str, attempt: int) -> list[Path]:
     """An attempt's captured output, oldest part first (the rotated file, then the current)."""
     current = run_log_dir(data_dir, job_id, run_id) / f"attempt-{attempt}.log"
     return [p for p in (current.with_name(current.name + ".1"), current) if p.exists()]
@@ -84,17 +82,20 @@ def unlisted_partitions(data_dir: str | os.PathLike[str]) -> list[str]:
     """Folders of the store that hold table folders but no manifest: a partition whose
     manifest was lost. Readers cannot read them and say so; writers refuse them."""
     root = Path(data_dir) / STORE_DIR
-    return [n for n in _subdirs(root) if is_valid_name(n)
-            and not (root / n / MANIFEST_NAME).exists()
-            and any(d != QUARANTINE_DIR for d in _subdirs(root / n))]
+    return [
+        n
+        for n in _subdirs(root)
+        if is_valid_name(n)
+        and not (root / n / MANIFEST_NAME).exists()
+        and any(d != QUARANTINE_DIR for d in _subdirs(root / n))
+    ]
 
 
 def partitions(data_dir: str | os.PathLike[str]) -> list[str]:
     """Nodes with a store partition (a manifest). Folders whose names no node can have are
     not partitions (nothing of Triage's made them)."""
     root = Path(data_dir) / STORE_DIR
-    return [n for n in _subdirs(root)
-            if is_valid_name(n) and (root / n / MANIFEST_NAME).exists()]
+    return [n for n in _subdirs(root) if is_valid_name(n) and (root / n / MANIFEST_NAME).exists()]
 
 
 def spool_nodes(data_dir: str | os.PathLike[str]) -> list[str]:
@@ -107,9 +108,13 @@ def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:
     store; a folder holding other things is probably a wrong --data-dir)."""
     path = Path(data_dir)
     if not path.is_dir():
-        raise ConfigError(f"data directory {path} does not exist; pass --data-dir (or set "
-                          "TRIAGE_DATA_DIR) to where `triage agent`/`triage demo` write, or run `triage demo`")
+        raise ConfigError(
+            f"data directory {path} does not exist; pass --data-dir (or set "
+            "TRIAGE_DATA_DIR) to where `triage agent`/`triage demo` write, or run `triage demo`"
+        )
     if not (path / STORE_DIR).is_dir() and not (path / SPOOL_DIR).is_dir() and any(path.iterdir()):
-        raise ConfigError(f"{path} is not a Triage data directory (it has neither {SPOOL_DIR}/ nor "
-                          f"{STORE_DIR}/); pass the --data-dir that `triage agent`/`triage demo` used")
+        raise ConfigError(
+            f"{path} is not a Triage data directory (it has neither {SPOOL_DIR}/ nor "
+            f"{STORE_DIR}/); pass the --data-dir that `triage agent`/`triage demo` used"
+        )
     return path

@@ -18,11 +18,11 @@ def apply_retention(writer: StoreWriter, now: float | None = None) -> list[Segme
     config = writer.config
     dropped: list[Segment] = []
     for table in sorted({s.table for s in writer.manifest.segments}):
-        segments = sorted(writer.manifest.table_segments(table),
-                          key=lambda s: (s.max_time is None, s.max_time or 0.0))
+        segments = sorted(
+            writer.manifest.table_segments(table), key=lambda s: (s.max_time is None, s.max_time or 0.0)
+        )
         age = config.age_bound(table)
-        keep = [s for s in segments
-                if age is None or s.max_time is None or s.max_time >= now - age]
+        keep = [s for s in segments if age is None or s.max_time is None or s.max_time >= now - age]
         dropped += [s for s in segments if s not in keep]
         size = config.size_bound(table)
         total = sum(s.bytes for s in keep)
@@ -43,9 +43,10 @@ def compact(writer: StoreWriter) -> list[Segment]:
     added: list[Segment] = []
     removed: list[Segment] = []
     for table in sorted({s.table for s in writer.manifest.segments}):
-        small = sorted((s for s in writer.manifest.table_segments(table)
-                        if s.bytes < config.compact_below_bytes),
-                       key=lambda s: (s.min_time is None, s.min_time or 0.0))
+        small = sorted(
+            (s for s in writer.manifest.table_segments(table) if s.bytes < config.compact_below_bytes),
+            key=lambda s: (s.min_time is None, s.min_time or 0.0),
+        )
         runs: list[list[Segment]] = [[]]
         for s in small:
             if runs[-1] and sum(x.bytes for x in runs[-1]) + s.bytes > config.compact_target_bytes:

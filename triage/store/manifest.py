@@ -54,14 +54,17 @@ class Manifest:
         return json.dumps({"format": FORMAT, **asdict(self)}, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str, where: Path) -> "Manifest":
+    def from_json(cls, text: str, where: Path) -> Manifest:
         raw = json.loads(text)
         if raw.get("format") != FORMAT:
             raise ValueError(f"{where} is not a Triage store manifest")
-        return cls(schema_version=int(raw["schema_version"]), generation=int(raw["generation"]),
-                   segments=[Segment(**s) for s in raw["segments"]],
-                   watermarks={k: int(v) for k, v in raw["watermarks"].items()},
-                   retired=[Retired(**r) for r in raw["retired"]])
+        return cls(
+            schema_version=int(raw["schema_version"]),
+            generation=int(raw["generation"]),
+            segments=[Segment(**s) for s in raw["segments"]],
+            watermarks={k: int(v) for k, v in raw["watermarks"].items()},
+            retired=[Retired(**r) for r in raw["retired"]],
+        )
 
 
 class ManifestError(ValueError):
@@ -81,8 +84,10 @@ def load_manifest(partition: Path) -> Manifest | None:
     try:
         return Manifest.from_json(text, path)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ManifestError(f"{path} is damaged ({type(exc).__name__}: {str(exc)[:200]}); "
-                            "restore it from a backup, or move the partition aside") from None
+        raise ManifestError(
+            f"{path} is damaged ({type(exc).__name__}: {str(exc)[:200]}); "
+            "restore it from a backup, or move the partition aside"
+        ) from None
 
 
 def save_manifest(partition: Path, manifest: Manifest) -> None:

@@ -10,8 +10,9 @@ next, and write it against the layout of its own version, not the current `schem
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -31,20 +32,24 @@ class Migration:
 
 def _events_from_ranks(part: pa.Table) -> pa.Table:
     """v2 `events.source`: before it, ranks were the only writers of events."""
-    return part.append_column(pa.field("source", pa.string()),
-                              pa.repeat(pa.scalar("rank", pa.string()), part.num_rows))
+    return part.append_column(
+        pa.field("source", pa.string()), pa.repeat(pa.scalar("rank", pa.string()), part.num_rows)
+    )
 
 
 MIGRATIONS: list[Migration] = [
-    Migration(2, "events say who wrote them (rank, store, supervisor); old rows came from ranks",
-              {"events": _events_from_ranks}),
+    Migration(
+        2,
+        "events say who wrote them (rank, store, supervisor); old rows came from ranks",
+        {"events": _events_from_ranks},
+    ),
 ]
 
 if [m.to_version for m in MIGRATIONS] != list(range(2, SCHEMA_VERSION + 1)):
     raise RuntimeError("MIGRATIONS must hold one step per version 2..SCHEMA_VERSION")
 
 
-def migrate(writer: "StoreWriter") -> list[int]:
+def migrate(writer: StoreWriter) -> list[int]:
     """Bring the writer's partition to `SCHEMA_VERSION`; the versions stepped through."""
     done = []
     for step in MIGRATIONS:

@@ -68,7 +68,7 @@ class HealthEntry:
         return asdict(self)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "HealthEntry":
+    def from_row(cls, row: dict[str, Any]) -> HealthEntry:
         """From a stored row (pyarrow or pandas: integer columns may come back as floats)."""
         raw = row.get("evidence")
         try:
@@ -85,16 +85,18 @@ class HealthEntry:
         return cls(**values, evidence=evidence if isinstance(evidence, list) else [])
 
 
-def record_health(data_dir: str | os.PathLike[str], entries: Sequence[HealthEntry], *,
-                  wait_s: float = DEFAULT_WAIT_S) -> None:
+def record_health(
+    data_dir: str | os.PathLike[str], entries: Sequence[HealthEntry], *, wait_s: float = DEFAULT_WAIT_S
+) -> None:
     """Append ledger rows (waiting up to `wait_s` for another supervisor's write)."""
     if entries:
         with shared_writer(data_dir, wait_s=wait_s) as writer:
             writer.append_rows("node_health", [e.to_row() for e in entries])
 
 
-def _read(data_dir: str | os.PathLike[str], table: str, columns: Sequence[str],
-          since: float | None = None) -> list[dict[str, Any]]:
+def _read(
+    data_dir: str | os.PathLike[str], table: str, columns: Sequence[str], since: float | None = None
+) -> list[dict[str, Any]]:
     """Rows of one table of the supervisor partition (time >= `since` where given), with
     `columns` (None where an older segment lacks one)."""
     part = partition_dir(data_dir, SUPERVISOR_PARTITION)
@@ -123,8 +125,7 @@ def read_ledger(data_dir: str | os.PathLike[str]) -> list[HealthEntry]:
     return sorted((HealthEntry.from_row(r) for r in rows), key=lambda e: e.time)
 
 
-def current_state(entries: Iterable[HealthEntry], before: float | None = None
-                  ) -> dict[Key, HealthEntry]:
+def current_state(entries: Iterable[HealthEntry], before: float | None = None) -> dict[Key, HealthEntry]:
     """The deciding row per (node, gpu) among the rows written before `before` (all by
     default): the newest, except that a node-level clear also ends its GPUs' rows."""
     state: dict[Key, HealthEntry] = {}
@@ -138,8 +139,7 @@ def current_state(entries: Iterable[HealthEntry], before: float | None = None
     return state
 
 
-def standing(state: dict[Key, HealthEntry], node: str, gpu: int | None = None
-             ) -> HealthEntry | None:
+def standing(state: dict[Key, HealthEntry], node: str, gpu: int | None = None) -> HealthEntry | None:
     """The quarantine that holds (node, gpu) out of service: the node's own first, then the
     GPU's; None if neither stands. `gpu` None asks about the node as a whole."""
     for key in ((node, None), (node, gpu)):
@@ -149,12 +149,13 @@ def standing(state: dict[Key, HealthEntry], node: str, gpu: int | None = None
     return None
 
 
-def quarantines(entries: Iterable[HealthEntry], before: float | None = None
-                ) -> dict[str, list[HealthEntry]]:
+def quarantines(entries: Iterable[HealthEntry], before: float | None = None) -> dict[str, list[HealthEntry]]:
     """node -> the quarantines standing on it (node-level first, then by GPU)."""
     out: dict[str, list[HealthEntry]] = {}
-    order = sorted(current_state(entries, before).items(),
-                   key=lambda kv: (kv[0][0], -1 if kv[0][1] is None else kv[0][1]))
+    order = sorted(
+        current_state(entries, before).items(),
+        key=lambda kv: (kv[0][0], -1 if kv[0][1] is None else kv[0][1]),
+    )
     for (node, _), e in order:
         if e.state == QUARANTINED:
             out.setdefault(node, []).append(e)
@@ -166,23 +167,43 @@ def quarantined_nodes(data_dir: str | os.PathLike[str]) -> dict[str, list[Health
     return quarantines(read_ledger(data_dir))
 
 
-def clear_node(data_dir: str | os.PathLike[str], node: str, *, by: str, gpu: int | None = None,
-               now: float | None = None, wait_s: float = DEFAULT_WAIT_S) -> list[HealthEntry]:
+def clear_node(
+    data_dir: str | os.PathLike[str],
+    node: str,
+    *,
+    by: str,
+    gpu: int | None = None,
+    now: float | None = None,
+    wait_s: float = DEFAULT_WAIT_S,
+) -> list[HealthEntry]:
     """Return a node (`gpu` None: with all its GPUs) or one GPU to service; the quarantines
     this ended, [] (and nothing written) where none stood. Clearing one GPU leaves a
     node-level quarantine standing."""
     state = current_state(read_ledger(data_dir))
-    ended = [e for (n, g), e in state.items() if n == node and e.state == QUARANTINED
-             and (gpu is None or g == gpu)]
+    ended = [
+        e for (n, g), e in state.items() if n == node and e.state == QUARANTINED and (gpu is None or g == gpu)
+    ]
     if not ended:
         return []
     was = "; ".join(f"{e.where}: {e.reason}" for e in sorted(ended, key=lambda e: e.time))
     only = ended[0] if len(ended) == 1 else None
-    record_health(data_dir, [HealthEntry(
-        time=time.time() if now is None else now, node=node, gpu=gpu, state=CLEARED,
-        reason=f"returned to service by {by}; was quarantined for {was}"[:1000],
-        source=SOURCE_MANUAL, by=by, category=only.category if only else None,
-        xid=only.xid if only else None)], wait_s=wait_s)
+    record_health(
+        data_dir,
+        [
+            HealthEntry(
+                time=time.time() if now is None else now,
+                node=node,
+                gpu=gpu,
+                state=CLEARED,
+                reason=f"returned to service by {by}; was quarantined for {was}"[:1000],
+                source=SOURCE_MANUAL,
+                by=by,
+                category=only.category if only else None,
+                xid=only.xid if only else None,
+            )
+        ],
+        wait_s=wait_s,
+    )
     return ended
 
 
@@ -201,9 +222,25 @@ class Implication:
 
 def read_implications(data_dir: str | os.PathLike[str], since: float) -> list[Implication]:
     """Incidents with a culprit node recorded at or after `since`, oldest first."""
-    rows = _read(data_dir, "incidents", [
-        "time", "culprit_node", "culprit_gpu", "category", "job_id", "run_id", "attempt"], since)
-    return sorted((Implication(float(r["time"]), str(r["culprit_node"]), r["culprit_gpu"],
-                               str(r["category"]), r["job_id"], r["run_id"], r["attempt"])
-                   for r in rows if r["culprit_node"] and r["time"] is not None),
-                  key=lambda i: i.time)
+    rows = _read(
+        data_dir,
+        "incidents",
+        ["time", "culprit_node", "culprit_gpu", "category", "job_id", "run_id", "attempt"],
+        since,
+    )
+    return sorted(
+        (
+            Implication(
+                float(r["time"]),
+                str(r["culprit_node"]),
+                r["culprit_gpu"],
+                str(r["category"]),
+                r["job_id"],
+                r["run_id"],
+                r["attempt"],
+            )
+            for r in rows
+            if r["culprit_node"] and r["time"] is not None
+        ),
+        key=lambda i: i.time,
+    )

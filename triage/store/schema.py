@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from triage.collectors.records import (
-    DiskSample, GpuEvent, GpuSample, HostSample, KernelLogEvent, ProcessSample, Unavailable,
+    DiskSample,
+    GpuEvent,
+    GpuSample,
+    HostSample,
+    KernelLogEvent,
+    ProcessSample,
+    Unavailable,
 )
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES
 
@@ -61,7 +67,10 @@ def _nullable(schema: pa.Schema) -> pa.Schema:
 
 
 _PY_TO_ARROW: dict[type, pa.DataType] = {
-    int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
+    int: pa.int64(),
+    float: pa.float64(),
+    str: pa.string(),
+    bool: pa.bool_(),
 }
 
 
@@ -81,87 +90,111 @@ def schema_from_dataclass(cls: type) -> pa.Schema:
     """Columns named and typed after a record dataclass's fields, so the table follows the
     record when a collector adds a reading."""
     hints = typing.get_type_hints(cls)
-    return pa.schema([pa.field(f.name, _arrow_type(hints[f.name]))
-                      for f in dataclasses.fields(cls)])
+    return pa.schema([pa.field(f.name, _arrow_type(hints[f.name])) for f in dataclasses.fields(cls)])
 
 
 _EVENTS = _nullable(SPOOL_TABLES["events"]).append(pa.field("source", pa.string()))
 
-INCIDENTS = pa.schema([
-    pa.field("job_id", pa.string()), pa.field("run_id", pa.string()),
-    pa.field("attempt", pa.int32()),
-    pa.field("time", pa.float64()),  # when the verdict was recorded
-    pa.field("category", pa.string()), pa.field("layer", pa.string()),
-    pa.field("action", pa.string()), pa.field("confidence", pa.float64()),
-    pa.field("summary", pa.string()),
-    pa.field("culprit_rank", pa.int32()), pa.field("culprit_node", pa.string()),
-    pa.field("culprit_gpu", pa.int32()), pa.field("culprit_uuid", pa.string()),
-    pa.field("first_seen", pa.float64()),
-    pa.field("verdict", pa.string()),  # the whole Verdict.to_dict() as JSON
-])
+INCIDENTS = pa.schema(
+    [
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("time", pa.float64()),  # when the verdict was recorded
+        pa.field("category", pa.string()),
+        pa.field("layer", pa.string()),
+        pa.field("action", pa.string()),
+        pa.field("confidence", pa.float64()),
+        pa.field("summary", pa.string()),
+        pa.field("culprit_rank", pa.int32()),
+        pa.field("culprit_node", pa.string()),
+        pa.field("culprit_gpu", pa.int32()),
+        pa.field("culprit_uuid", pa.string()),
+        pa.field("first_seen", pa.float64()),
+        pa.field("verdict", pa.string()),  # the whole Verdict.to_dict() as JSON
+    ]
+)
 
 #: What the supervisor concluded about an attempt; when present it decides the attempt's status.
-ATTEMPT_OUTCOMES = pa.schema([
-    pa.field("job_id", pa.string()), pa.field("run_id", pa.string()),
-    pa.field("attempt", pa.int32()),
-    pa.field("time", pa.float64()),
-    pa.field("status", pa.string()),  # one of ATTEMPT_STATUSES
-    pa.field("exit_code", pa.int32()),
-    pa.field("reason", pa.string()),
-])
+ATTEMPT_OUTCOMES = pa.schema(
+    [
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("time", pa.float64()),
+        pa.field("status", pa.string()),  # one of ATTEMPT_STATUSES
+        pa.field("exit_code", pa.int32()),
+        pa.field("reason", pa.string()),
+    ]
+)
 
 ATTEMPT_STATUSES = ("running", "completed", "failed", "preempted")
 
 #: The job-level figures the supervisor computes while a job runs (one analysis per job, not
 #: one per node), for the node agents to export: a long table, one row per figure.
-JOB_SCORES = pa.schema([
-    pa.field("job_id", pa.string()), pa.field("run_id", pa.string()),
-    pa.field("attempt", pa.int32()),
-    pa.field("time", pa.float64()),  # when the analysis ran
-    pa.field("name", pa.string()),  # one of JOB_SCORE_NAMES
-    pa.field("rank", pa.int32()),  # NULL for a figure of the whole job
-    pa.field("node", pa.string()),  # the rank's node
-    pa.field("value", pa.float64()),
-])
+JOB_SCORES = pa.schema(
+    [
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("time", pa.float64()),  # when the analysis ran
+        pa.field("name", pa.string()),  # one of JOB_SCORE_NAMES
+        pa.field("rank", pa.int32()),  # NULL for a figure of the whole job
+        pa.field("node", pa.string()),  # the rank's node
+        pa.field("value", pa.float64()),
+    ]
+)
 GOODPUT_RATIO, STRAGGLER_SCORE = "goodput_ratio", "straggler_score"
 JOB_SCORE_NAMES = (GOODPUT_RATIO, STRAGGLER_SCORE)
 
 #: One row when `triage run` starts a run and one when it ends (the newest row per run wins):
 #: a run is known even when none of its ranks wrote telemetry (a script without the hooks).
-RUNS = pa.schema([
-    pa.field("job_id", pa.string()), pa.field("run_id", pa.string()),
-    pa.field("time", pa.float64()),  # when this row was written
-    pa.field("start_time", pa.float64()),
-    pa.field("end_time", pa.float64()),  # NULL while it runs
-    pa.field("status", pa.string()),  # running, completed, failed, gave_up, interrupted
-    pa.field("reason", pa.string()),
-    pa.field("command", pa.string()),
-    pa.field("host", pa.string()), pa.field("pid", pa.int32()),  # the supervisor's
-    pa.field("user", pa.string()),
-])
+RUNS = pa.schema(
+    [
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("time", pa.float64()),  # when this row was written
+        pa.field("start_time", pa.float64()),
+        pa.field("end_time", pa.float64()),  # NULL while it runs
+        pa.field("status", pa.string()),  # running, completed, failed, gave_up, interrupted
+        pa.field("reason", pa.string()),
+        pa.field("command", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("pid", pa.int32()),  # the supervisor's
+        pa.field("user", pa.string()),
+    ]
+)
 RUN_STATUSES = ("running", "completed", "failed", "gave_up", "interrupted")
 
 #: The fleet's memory of bad hardware: append-only, the newest row per (node, gpu) wins.
 #: `gpu` NULL is the whole node. A quarantine names its cause and where it was seen; a clear
 #: names who returned the node to service.
-NODE_HEALTH = pa.schema([
-    pa.field("time", pa.float64()),
-    pa.field("node", pa.string()),
-    pa.field("gpu", pa.int32()),  # local GPU index; NULL: the node as a whole
-    pa.field("state", pa.string()),  # one of NODE_HEALTH_STATES
-    pa.field("category", pa.string()),  # taxonomy category behind a quarantine
-    pa.field("xid", pa.int32()),
-    pa.field("reason", pa.string()),  # one line a person reads
-    pa.field("evidence", pa.string()),  # JSON list of the verdict's evidence
-    pa.field("source", pa.string()),  # verdict, repeat_offender, manual
-    pa.field("job_id", pa.string()), pa.field("run_id", pa.string()),
-    pa.field("attempt", pa.int32()),
-    pa.field("by", pa.string()),  # who wrote it: "triage run" or user@host for a clear
-])
+NODE_HEALTH = pa.schema(
+    [
+        pa.field("time", pa.float64()),
+        pa.field("node", pa.string()),
+        pa.field("gpu", pa.int32()),  # local GPU index; NULL: the node as a whole
+        pa.field("state", pa.string()),  # one of NODE_HEALTH_STATES
+        pa.field("category", pa.string()),  # taxonomy category behind a quarantine
+        pa.field("xid", pa.int32()),
+        pa.field("reason", pa.string()),  # one line a person reads
+        pa.field("evidence", pa.string()),  # JSON list of the verdict's evidence
+        pa.field("source", pa.string()),  # verdict, repeat_offender, manual
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("by", pa.string()),  # who wrote it: "triage run" or user@host for a clear
+    ]
+)
 NODE_HEALTH_STATES = ("quarantined", "cleared")
 
-_SPOOL_TIME = {"ranks": "start_time", "steps": "end_time", "collectives": "enter_time",
-               "events": "time", "heartbeats": "time"}
+_SPOOL_TIME = {
+    "ranks": "start_time",
+    "steps": "end_time",
+    "collectives": "enter_time",
+    "events": "time",
+    "heartbeats": "time",
+}
 
 #: Collector record type -> table, so the agent stores any record with `append_records`.
 RECORD_TABLES: dict[type, str] = {
@@ -175,21 +208,28 @@ RECORD_TABLES: dict[type, str] = {
 }
 
 TABLES: dict[str, TableSpec] = {
-    **{name: TableSpec(name, _nullable(s), _SPOOL_TIME[name])
-       for name, s in SPOOL_TABLES.items() if name != "events"},
+    **{
+        name: TableSpec(name, _nullable(s), _SPOOL_TIME[name])
+        for name, s in SPOOL_TABLES.items()
+        if name != "events"
+    },
     "events": TableSpec("events", _EVENTS, "time", {"source": EVENT_SOURCE_RANK}),
     "incidents": TableSpec("incidents", INCIDENTS, "time"),
     "attempt_outcomes": TableSpec("attempt_outcomes", ATTEMPT_OUTCOMES, "time"),
     "job_scores": TableSpec("job_scores", JOB_SCORES, "time"),
     "runs": TableSpec("runs", RUNS, "time"),
     "node_health": TableSpec("node_health", NODE_HEALTH, "time"),
-    **{name: TableSpec(name, schema_from_dataclass(cls), "time")
-       for cls, name in RECORD_TABLES.items()},
+    **{name: TableSpec(name, schema_from_dataclass(cls), "time") for cls, name in RECORD_TABLES.items()},
 }
 
 _DUCKDB_TYPES: dict[pa.DataType, str] = {
-    pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int16(): "SMALLINT",
-    pa.float64(): "DOUBLE", pa.float32(): "FLOAT", pa.bool_(): "BOOLEAN",
+    pa.string(): "VARCHAR",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.int16(): "SMALLINT",
+    pa.float64(): "DOUBLE",
+    pa.float32(): "FLOAT",
+    pa.bool_(): "BOOLEAN",
 }
 
 

@@ -23,8 +23,9 @@ _RETRY_S = 0.05
 
 
 @contextmanager
-def shared_writer(data_dir: str | os.PathLike[str], partition: str = SUPERVISOR_PARTITION,
-                  wait_s: float = DEFAULT_WAIT_S) -> Iterator[StoreWriter]:
+def shared_writer(
+    data_dir: str | os.PathLike[str], partition: str = SUPERVISOR_PARTITION, wait_s: float = DEFAULT_WAIT_S
+) -> Iterator[StoreWriter]:
     """A `StoreWriter` of `partition`, retried while another process holds it for at most
     `wait_s`; then `PartitionBusy` naming the holder."""
     deadline = time.monotonic() + wait_s
@@ -46,6 +47,8 @@ def _busy_message(data_dir: str | os.PathLike[str], partition: str, wait_s: floa
         holder = lock.read_text(errors="replace").strip() or "?"
     except OSError:
         holder = "?"
-    return (f"store partition {lock.parent} stayed busy for {wait_s:g} s (written by process "
-            f"{holder}, normally another `triage run` or `triage nodes clear`); try again, or "
-            "stop that process if it hangs")
+    return (
+        f"store partition {lock.parent} stayed busy for {wait_s:g} s (written by process "
+        f"{holder}, normally another `triage run` or `triage nodes clear`); try again, or "
+        "stop that process if it hangs"
+    )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import duckdb
-import pyarrow as pa
 
 from triage.store.config import StoreConfig
 from triage.store.layout import MANIFEST_NAME, partition_dir, partitions, unlisted_partitions
@@ -181,8 +181,8 @@ _CHECKPOINTS_SQL = f"""
 CREATE VIEW checkpoints AS
 SELECT e.job_id, e.run_id, e.attempt, e.rank, e.node, e.step, b.begin_time, e.time AS end_time,
        e.time - b.begin_time AS duration_s,
-       TRY_CAST(json_extract_string({_VALID_DETAIL.replace('detail', 'e.detail')}, '$.bytes') AS BIGINT) AS bytes,
-       json_extract_string({_VALID_DETAIL.replace('detail', 'e.detail')}, '$.path') AS path,
+       TRY_CAST(json_extract_string({_VALID_DETAIL.replace("detail", "e.detail")}, '$.bytes') AS BIGINT) AS bytes,
+       json_extract_string({_VALID_DETAIL.replace("detail", "e.detail")}, '$.path') AS path,
        e.detail
 FROM events e
 LEFT JOIN (SELECT job_id, run_id, attempt, rank, step, max(time) AS begin_time FROM events
@@ -216,8 +216,9 @@ def _unreadable(path: Path) -> str | None:
 
 
 class Snapshot:
-    def __init__(self, data_dir: str | os.PathLike[str], *, now: float | None = None,
-                 config: StoreConfig | None = None) -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], *, now: float | None = None, config: StoreConfig | None = None
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.now = time.time() if now is None else now
         config = config or StoreConfig()
@@ -231,7 +232,8 @@ class Snapshot:
         self.problems: list[str] = [
             f"partition {node} skipped: it has segment folders but no {MANIFEST_NAME}; "
             "restore the manifest from a backup, or move the partition aside"
-            for node in unlisted_partitions(self.data_dir)]
+            for node in unlisted_partitions(self.data_dir)
+        ]
         for node in partitions(self.data_dir):
             part = partition_dir(self.data_dir, node)
             try:
@@ -244,8 +246,9 @@ class Snapshot:
             self.partition_versions[node] = manifest.schema_version
             unknown = sorted({seg.table for seg in manifest.segments if seg.table not in TABLES})
             if unknown:
-                self.problems.append(f"partition {node}: table(s) {', '.join(unknown)} of a "
-                                     "newer Triage ignored")
+                self.problems.append(
+                    f"partition {node}: table(s) {', '.join(unknown)} of a newer Triage ignored"
+                )
             for seg in manifest.segments:
                 if seg.table not in TABLES:
                     continue
@@ -264,8 +267,13 @@ class Snapshot:
             except duckdb.Error:  # a file damaged past `_unreadable`'s look: find and drop it
                 paths[:] = [p for p in paths if self._readable(p)]
                 self._create_view(table, empty, paths)
-        self.con.execute(_ATTEMPTS_SQL.format(detail=_VALID_DETAIL, now=repr(float(self.now)),
-                                              timeout=repr(float(config.heartbeat_timeout_s))))
+        self.con.execute(
+            _ATTEMPTS_SQL.format(
+                detail=_VALID_DETAIL,
+                now=repr(float(self.now)),
+                timeout=repr(float(config.heartbeat_timeout_s)),
+            )
+        )
         self.con.execute(_RUNS_SQL)
         self.con.execute(_JOBS_SQL)
         self.con.execute(_CHECKPOINTS_SQL)
@@ -307,21 +315,27 @@ class Snapshot:
 
     def runs(self, job_id: str | None = None) -> list[RunSummary]:
         """Runs, newest first."""
-        return self._typed(RunSummary, "SELECT * FROM run_summaries WHERE $1 IS NULL OR job_id = $1 "
-                           "ORDER BY start_time DESC NULLS LAST, job_id, run_id", [job_id])
+        return self._typed(
+            RunSummary,
+            "SELECT * FROM run_summaries WHERE $1 IS NULL OR job_id = $1 "
+            "ORDER BY start_time DESC NULLS LAST, job_id, run_id",
+            [job_id],
+        )
 
-    def attempts(self, job_id: str | None = None, run_id: str | None = None
-                 ) -> list[AttemptSummary]:
+    def attempts(self, job_id: str | None = None, run_id: str | None = None) -> list[AttemptSummary]:
         """Attempts of a job (of one run of it when `run_id` is given)."""
-        return self._typed(AttemptSummary,
-                           "SELECT * FROM attempts WHERE ($1 IS NULL OR job_id = $1) "
-                           "AND ($2 IS NULL OR run_id = $2) ORDER BY job_id, start_time, attempt",
-                           [job_id, run_id])
+        return self._typed(
+            AttemptSummary,
+            "SELECT * FROM attempts WHERE ($1 IS NULL OR job_id = $1) "
+            "AND ($2 IS NULL OR run_id = $2) ORDER BY job_id, start_time, attempt",
+            [job_id, run_id],
+        )
 
-    def rank_progress(self, job_id: str, attempt: int, run_id: str | None = None
-                      ) -> list[RankProgress]:
+    def rank_progress(self, job_id: str, attempt: int, run_id: str | None = None) -> list[RankProgress]:
         """Per rank: newest step and heartbeat, which tell a hang or a dead rank apart."""
-        return self._typed(RankProgress, """
+        return self._typed(
+            RankProgress,
+            """
             WITH r AS (SELECT rank, any_value(node) AS node, any_value(gpu) AS gpu FROM ranks
                        WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
                        GROUP BY rank),
@@ -333,36 +347,43 @@ class Snapshot:
                        AND run_id IS NOT DISTINCT FROM $3 GROUP BY rank)
             SELECT rank, r.node, r.gpu, s.max_step, s.last_step_end, h.last_heartbeat, h.heartbeat_step
             FROM r FULL JOIN s USING (rank) FULL JOIN h USING (rank) ORDER BY rank""",
-            [job_id, attempt, run_id])
+            [job_id, attempt, run_id],
+        )
 
-    def step_time_medians(self, job_id: str, attempt: int, run_id: str | None = None
-                          ) -> dict[int, float]:
-        rows = self.con.execute("""
+    def step_time_medians(self, job_id: str, attempt: int, run_id: str | None = None) -> dict[int, float]:
+        rows = self.con.execute(
+            """
             SELECT rank, median(end_time - start_time) FROM steps
             WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
-            GROUP BY rank ORDER BY rank""", [job_id, attempt, run_id]).fetchall()
+            GROUP BY rank ORDER BY rank""",
+            [job_id, attempt, run_id],
+        ).fetchall()
         return dict(rows)
 
-    def last_arrivals(self, job_id: str, attempt: int, run_id: str | None = None
-                      ) -> list[LastArrival]:
+    def last_arrivals(self, job_id: str, attempt: int, run_id: str | None = None) -> list[LastArrival]:
         """Per collective, the rank whose enter time was last: the one the others waited for."""
-        return self._typed(LastArrival, """
+        return self._typed(
+            LastArrival,
+            """
             SELECT "group", seq, any_value(op) AS op, arg_max(rank, enter_time) AS last_rank,
                    max(enter_time) - min(enter_time) AS spread_s, count(*) AS ranks
             FROM collectives WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
-            GROUP BY "group", seq ORDER BY "group", seq""", [job_id, attempt, run_id])
+            GROUP BY "group", seq ORDER BY "group", seq""",
+            [job_id, attempt, run_id],
+        )
 
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> "Snapshot":
+    def __enter__(self) -> Snapshot:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def open_snapshot(data_dir: str | os.PathLike[str], *, now: float | None = None,
-                  config: StoreConfig | None = None) -> Snapshot:
+def open_snapshot(
+    data_dir: str | os.PathLike[str], *, now: float | None = None, config: StoreConfig | None = None
+) -> Snapshot:
     """A read-only view of the store as of now; use as a context manager."""
     return Snapshot(data_dir, now=now, config=config)

@@ -17,9 +17,10 @@ import re
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,11 +31,15 @@ from triage.durable import fsync_path
 from triage.store.config import StoreConfig
 from triage.store.layout import LOCK_NAME, MANIFEST_NAME, QUARANTINE_DIR, partition_dir
 from triage.store.manifest import (
-    Manifest, ManifestError, Retired, Segment, load_manifest, save_manifest,
+    Manifest,
+    ManifestError,
+    Retired,
+    Segment,
+    load_manifest,
+    save_manifest,
 )
 from triage.store.migrations import migrate
 from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, table_spec
-
 
 #: Row groups of DuckDB's own size let readers skip by job and time. Dictionaries pay only for
 #: strings (job, node, op, group...): on numbers they cost a third of the write time and grow
@@ -73,8 +78,14 @@ def partition_holder(data_dir: str | os.PathLike[str], node: str) -> str | None:
 
 
 class StoreWriter:
-    def __init__(self, data_dir: str | os.PathLike[str], node: str | None = None,
-                 config: StoreConfig | None = None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        node: str | None = None,
+        config: StoreConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.node = node or node_name()
         self.config = config or StoreConfig()
@@ -87,9 +98,11 @@ class StoreWriter:
         except BlockingIOError:
             holder = os.pread(self._lock_fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(self._lock_fd)
-            raise PartitionBusy(f"store partition {self.dir} is being written by process {holder} "
-                                "(normally the node's `triage agent`); read it instead, or stop that "
-                                "process to write it here") from None
+            raise PartitionBusy(
+                f"store partition {self.dir} is being written by process {holder} "
+                "(normally the node's `triage agent`); read it instead, or stop that "
+                "process to write it here"
+            ) from None
         os.ftruncate(self._lock_fd, 0)
         os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
         try:
@@ -111,13 +124,16 @@ class StoreWriter:
                     f"store partition {self.dir} holds {len(found)} segment file(s) (e.g. "
                     f"{found[0]}) but no {MANIFEST_NAME}: refusing to start it empty, which "
                     "would discard them. Restore the manifest (from a backup), or move the "
-                    "partition aside to start a new one")
+                    "partition aside to start a new one"
+                )
             manifest = Manifest(schema_version=SCHEMA_VERSION)
             save_manifest(self.dir, manifest)
             return manifest
         if manifest.schema_version > SCHEMA_VERSION:
-            raise StoreError(f"store partition {self.dir} has schema v{manifest.schema_version}, newer "
-                             f"than this Triage (v{SCHEMA_VERSION}); upgrade Triage on this node")
+            raise StoreError(
+                f"store partition {self.dir} has schema v{manifest.schema_version}, newer "
+                f"than this Triage (v{SCHEMA_VERSION}); upgrade Triage on this node"
+            )
         self.manifest = manifest
         if manifest.schema_version < SCHEMA_VERSION:
             migrate(self)
@@ -125,9 +141,12 @@ class StoreWriter:
 
     def _segment_files(self) -> list[str]:
         """`table/file` of every file in the partition's table folders."""
-        return sorted(f"{d.name}/{p.name}" for d in self.dir.iterdir()
-                      if d.is_dir() and not d.name.startswith(".") and d.name != QUARANTINE_DIR
-                      for p in d.iterdir())
+        return sorted(
+            f"{d.name}/{p.name}"
+            for d in self.dir.iterdir()
+            if d.is_dir() and not d.name.startswith(".") and d.name != QUARANTINE_DIR
+            for p in d.iterdir()
+        )
 
     def _remove_orphans(self) -> None:
         """Delete the leftovers of a crash before a commit: segment files the manifest does
@@ -200,8 +219,12 @@ class StoreWriter:
                     continue
                 if out is None:
                     path.parent.mkdir(exist_ok=True)
-                    out = pq.ParquetWriter(path, part.schema, compression="zstd", use_dictionary=[
-                        f.name for f in part.schema if pa.types.is_string(f.type)])
+                    out = pq.ParquetWriter(
+                        path,
+                        part.schema,
+                        compression="zstd",
+                        use_dictionary=[f.name for f in part.schema if pa.types.is_string(f.type)],
+                    )
                 out.write_table(part, row_group_size=_ROW_GROUP_ROWS)
                 rows += part.num_rows
                 bounds = pc.min_max(part.column(time_column))
@@ -230,8 +253,14 @@ class StoreWriter:
             written = list(pool.map(lambda part: self.write_segment(*part), parts))
         return [s for s in written if s is not None]
 
-    def commit(self, added: Iterable[Segment] = (), removed: Iterable[Segment] = (), *,
-               watermarks: Mapping[str, int] | None = None, schema_version: int | None = None) -> None:
+    def commit(
+        self,
+        added: Iterable[Segment] = (),
+        removed: Iterable[Segment] = (),
+        *,
+        watermarks: Mapping[str, int] | None = None,
+        schema_version: int | None = None,
+    ) -> None:
         """Make `added` live and `removed` retired in one manifest replacement; then delete the
         retired files whose grace period is over."""
         now = self.clock()
@@ -274,8 +303,10 @@ class StoreWriter:
             names = list(dict.fromkeys(k for r in rows for k in r))
             unknown = [n for n in names if n not in schema.names]
             if unknown:
-                raise ValueError(f"table {table} has no column {', '.join(unknown)}; "
-                                 f"its columns: {', '.join(schema.names)}")
+                raise ValueError(
+                    f"table {table} has no column {', '.join(unknown)}; "
+                    f"its columns: {', '.join(schema.names)}"
+                )
             data = pa.table({n: pa.array([r.get(n) for r in rows], schema.field(n).type) for n in names})
         if data.num_rows == 0:
             return 0
@@ -294,8 +325,7 @@ class StoreWriter:
             if table is None:
                 raise TypeError(f"{cls.__name__} has no store table; add it to schema.RECORD_TABLES")
             schema = table_spec(table).schema
-            columns = {f.name: pa.array([_plain(getattr(r, f.name)) for r in group], f.type)
-                       for f in schema}
+            columns = {f.name: pa.array([_plain(getattr(r, f.name)) for r in group], f.type) for f in schema}
             segment = self.stage_arrow(table, pa.table(columns, schema=schema))
             staged += [segment] if segment else []
             counts[table] = len(group)
@@ -307,7 +337,7 @@ class StoreWriter:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = -1
 
-    def __enter__(self) -> "StoreWriter":
+    def __enter__(self) -> StoreWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

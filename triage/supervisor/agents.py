@@ -67,11 +67,14 @@ class Agents:
     of its node and samples its GPUs); this job's agent for the node starts once the partition
     is free (`tend`), so the node is not left without one when the other job ends."""
 
-    def __init__(self, nodes: Sequence[str], data_dir: Path, *, gpu: str, sim_gpus: int,
-                 interval_s: float) -> None:
+    def __init__(
+        self, nodes: Sequence[str], data_dir: Path, *, gpu: str, sim_gpus: int, interval_s: float
+    ) -> None:
         if nodes and not agent_available():
-            raise ConfigError("`triage agent` is not installed in this build; run with "
-                              "--agents none (the supervisor then ingests the spools itself)")
+            raise ConfigError(
+                "`triage agent` is not installed in this build; run with "
+                "--agents none (the supervisor then ingests the spools itself)"
+            )
         self.nodes = list(nodes)
         self.data_dir = data_dir
         self.gpu, self.sim_gpus, self.interval_s = gpu, sim_gpus, interval_s
@@ -96,9 +99,12 @@ class Agents:
             if holder is not None:
                 if node not in self._waiting:
                     self._waiting.add(node)
-                    self._note(node, f"partition {node} is written by process {holder} (another "
-                                     "job's agent, normally); it serves this job too, and this "
-                                     "job's agent starts when it stops")
+                    self._note(
+                        node,
+                        f"partition {node} is written by process {holder} (another "
+                        "job's agent, normally); it serves this job too, and this "
+                        "job's agent starts when it stops",
+                    )
                 continue
             self._waiting.discard(node)
             if proc is not None:
@@ -108,19 +114,37 @@ class Agents:
     def _start(self, node: str) -> None:
         # The agents are not part of any job: no job identity in their environment, so nothing
         # that looks for a job's processes by it (a test, an operator's ps) takes them for one.
-        env = {k: v for k, v in os.environ.items()
-               if k not in (ENV_JOB_ID, ENV_RUN_ID, ENV_ATTEMPT)}
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_JOB_ID, ENV_RUN_ID, ENV_ATTEMPT)}
         port = free_port()
-        cmd = [sys.executable, "-m", "triage.cli", "agent", "--data-dir", str(self.data_dir),
-               "--node", node, "--port", str(port), "--gpu", self.gpu,
-               "--interval", str(self.interval_s), "--store-interval", str(self.interval_s)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "agent",
+            "--data-dir",
+            str(self.data_dir),
+            "--node",
+            node,
+            "--port",
+            str(port),
+            "--gpu",
+            self.gpu,
+            "--interval",
+            str(self.interval_s),
+            "--store-interval",
+            str(self.interval_s),
+        ]
         if self.gpu == "sim":
             cmd += ["--sim-gpus", str(self.sim_gpus)]
         with open(self._log(node), "ab") as log:
-            self.procs[node] = subprocess.Popen(cmd, env=env, stdout=log,
-                                                stderr=subprocess.STDOUT,
-                                                start_new_session=True,
-                                                preexec_fn=_die_with_parent)
+            self.procs[node] = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 (a prebuilt prctl call only)
+            )
         self.ports[node] = port
 
     def _log(self, node: str) -> Path:
@@ -128,8 +152,7 @@ class Agents:
 
     def _note(self, node: str, text: str) -> None:
         with open(self._log(node), "a", encoding="utf-8") as log:
-            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} triage run (pid {os.getpid()}): "
-                      f"{text}\n")
+            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} triage run (pid {os.getpid()}): {text}\n")
 
     def pids(self) -> frozenset[int]:
         """The supervisor's children that belong to no attempt, though they share its parent."""

@@ -14,51 +14,93 @@ AGENT_GPUS = ("sim", "nvml", "auto", "none")
 
 @dataclass
 class SupervisorConfig:
-    job_id: str | None = field(default=None, metadata={
-        "help": "the job's id (default: env TRIAGE_JOB_ID, else a new job-<time>-<random>); "
-                "running a job id again starts a new run of that job"})
-    max_restarts: int = field(default=3, metadata={
-        "help": "give up after this many restarts (requeues after preemption count too)"})
-    hang_timeout: float | None = field(default=None, metadata={
-        "help": "seconds without step progress that count as a hang (default: the analyzers' "
-                "max(30 s, 10 x the median step time))", "metavar": "S"})
-    backoff: float = field(default=2.0, metadata={
-        "help": "seconds to wait before a restart", "metavar": "S"})
-    grace: float = field(default=10.0, metadata={
-        "help": "seconds the job gets to exit after SIGTERM before SIGKILL", "metavar": "S"})
-    startup_timeout: float = field(default=300.0, metadata={
-        "help": "seconds an attempt may take to its first stored step before it counts as hung; "
-                "applies only where steps are known to come (the script's own TrainingMonitor, "
-                "or an earlier attempt of the run that stepped): a job that reports no steps is "
-                "never stopped for the lack of them", "metavar": "S"})
-    auto_hooks: bool = field(default=True, metadata={
-        "help": "instrument torchrun ranks without changing the script (a sitecustomize on "
-                "their PYTHONPATH): steps from the optimizer, collectives, exceptions, exits; "
-                "--no-auto-hooks leaves the ranks as they are"})
-    log_max_mb: float = field(default=64.0, metadata={
-        "help": "MiB of an attempt's captured output kept under DATA_DIR/logs/<job>/<run>/ "
-                "(attempt-N.log, rotated to attempt-N.log.1 at half of it); the lines that "
-                "decide a verdict go to the store whatever the bound", "metavar": "MB"})
-    score_interval: float = field(default=60.0, metadata={
-        "help": "seconds between analyses of the running job whose goodput ratio and straggler "
-                "scores the node agents export (slow signals: their alerts wait 15 min and 1 h)",
-        "metavar": "S"})
-    data_dir: str | None = field(default=None, metadata={
-        "help": "site data directory (default: env TRIAGE_DATA_DIR, else ./triage-data)"})
-    agents: str = field(default="auto", metadata={
-        "help": "node agents to start: `auto` (one per simulated node of a local "
-                "`triage train --nnodes N`, none otherwise), `none` (the cluster runs its own; "
-                "without any agent the supervisor ingests the spools itself), or node names "
-                "NODE,NODE", "metavar": "auto|none|NODES"})
-    agent_gpu: str = field(default="sim", metadata={
-        "help": "--gpu of the agents started", "choices": AGENT_GPUS})
+    job_id: str | None = field(
+        default=None,
+        metadata={
+            "help": "the job's id (default: env TRIAGE_JOB_ID, else a new job-<time>-<random>); "
+            "running a job id again starts a new run of that job"
+        },
+    )
+    max_restarts: int = field(
+        default=3, metadata={"help": "give up after this many restarts (requeues after preemption count too)"}
+    )
+    hang_timeout: float | None = field(
+        default=None,
+        metadata={
+            "help": "seconds without step progress that count as a hang (default: the analyzers' "
+            "max(30 s, 10 x the median step time))",
+            "metavar": "S",
+        },
+    )
+    backoff: float = field(default=2.0, metadata={"help": "seconds to wait before a restart", "metavar": "S"})
+    grace: float = field(
+        default=10.0,
+        metadata={"help": "seconds the job gets to exit after SIGTERM before SIGKILL", "metavar": "S"},
+    )
+    startup_timeout: float = field(
+        default=300.0,
+        metadata={
+            "help": "seconds an attempt may take to its first stored step before it counts as hung; "
+            "applies only where steps are known to come (the script's own TrainingMonitor, "
+            "or an earlier attempt of the run that stepped): a job that reports no steps is "
+            "never stopped for the lack of them",
+            "metavar": "S",
+        },
+    )
+    auto_hooks: bool = field(
+        default=True,
+        metadata={
+            "help": "instrument torchrun ranks without changing the script (a sitecustomize on "
+            "their PYTHONPATH): steps from the optimizer, collectives, exceptions, exits; "
+            "--no-auto-hooks leaves the ranks as they are"
+        },
+    )
+    log_max_mb: float = field(
+        default=64.0,
+        metadata={
+            "help": "MiB of an attempt's captured output kept under DATA_DIR/logs/<job>/<run>/ "
+            "(attempt-N.log, rotated to attempt-N.log.1 at half of it); the lines that "
+            "decide a verdict go to the store whatever the bound",
+            "metavar": "MB",
+        },
+    )
+    score_interval: float = field(
+        default=60.0,
+        metadata={
+            "help": "seconds between analyses of the running job whose goodput ratio and straggler "
+            "scores the node agents export (slow signals: their alerts wait 15 min and 1 h)",
+            "metavar": "S",
+        },
+    )
+    data_dir: str | None = field(
+        default=None,
+        metadata={"help": "site data directory (default: env TRIAGE_DATA_DIR, else ./triage-data)"},
+    )
+    agents: str = field(
+        default="auto",
+        metadata={
+            "help": "node agents to start: `auto` (one per simulated node of a local "
+            "`triage train --nnodes N`, none otherwise), `none` (the cluster runs its own; "
+            "without any agent the supervisor ingests the spools itself), or node names "
+            "NODE,NODE",
+            "metavar": "auto|none|NODES",
+        },
+    )
+    agent_gpu: str = field(
+        default="sim", metadata={"help": "--gpu of the agents started", "choices": AGENT_GPUS}
+    )
     sim_gpus: int = field(default=2, metadata={"help": "simulated GPUs per agent (--gpu sim)"})
-    agent_interval: float = field(default=1.0, metadata={
-        "help": "sampling and ingest interval of the agents started", "metavar": "S"})
-    quarantine: bool = field(default=True, metadata={
-        "help": "keep the nodes the node health ledger holds quarantined out of the job "
-                "(`triage nodes`), and quarantine the culprit node of a hardware verdict; "
-                "--no-quarantine does neither (a burn-in run on a node under repair)"})
+    agent_interval: float = field(
+        default=1.0, metadata={"help": "sampling and ingest interval of the agents started", "metavar": "S"}
+    )
+    quarantine: bool = field(
+        default=True,
+        metadata={
+            "help": "keep the nodes the node health ledger holds quarantined out of the job "
+            "(`triage nodes`), and quarantine the culprit node of a hardware verdict; "
+            "--no-quarantine does neither (a burn-in run on a node under repair)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.max_restarts < 0:
@@ -66,18 +108,19 @@ class SupervisorConfig:
         for flag, value in {"--backoff": self.backoff, "--grace": self.grace}.items():
             if value < 0:
                 raise ConfigError(f"{flag} must be >= 0, got {value}")
-        for flag, value in {"--hang-timeout": self.hang_timeout,
-                            "--startup-timeout": self.startup_timeout,
-                            "--score-interval": self.score_interval,
-                            "--log-max-mb": self.log_max_mb,
-                            "--agent-interval": self.agent_interval}.items():
+        for flag, value in {
+            "--hang-timeout": self.hang_timeout,
+            "--startup-timeout": self.startup_timeout,
+            "--score-interval": self.score_interval,
+            "--log-max-mb": self.log_max_mb,
+            "--agent-interval": self.agent_interval,
+        }.items():
             if value is not None and value <= 0:
                 raise ConfigError(f"{flag} must be > 0, got {value}")
         if self.sim_gpus < 1:
             raise ConfigError(f"--sim-gpus must be >= 1, got {self.sim_gpus}")
         if self.agent_gpu not in AGENT_GPUS:
-            raise ConfigError(f"--agent-gpu {self.agent_gpu!r}: choose one of "
-                              f"{', '.join(AGENT_GPUS)}")
+            raise ConfigError(f"--agent-gpu {self.agent_gpu!r}: choose one of {', '.join(AGENT_GPUS)}")
         if not self.agents.strip():
             raise ConfigError("--agents: say auto, none, or node names NODE,NODE")
         if self.job_id:

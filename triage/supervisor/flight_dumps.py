@@ -30,24 +30,52 @@ def collect_dumps(folder: Path, ranks: set[int], wait_s: float) -> float:
     return asked
 
 
-def dump_event_rows(folder: Path, job_id: str, run_id: str, attempt: int,
-                    nodes: dict[int, str], host: str, *,
-                    requested: float | None) -> list[dict[str, Any]]:
-    key = {"job_id": job_id, "run_id": run_id, "attempt": attempt,
-           "source": EVENT_SOURCE_SUPERVISOR}
+def dump_event_rows(
+    folder: Path,
+    job_id: str,
+    run_id: str,
+    attempt: int,
+    nodes: dict[int, str],
+    host: str,
+    *,
+    requested: float | None,
+) -> list[dict[str, Any]]:
+    key = {"job_id": job_id, "run_id": run_id, "attempt": attempt, "source": EVENT_SOURCE_SUPERVISOR}
     rows: list[dict[str, Any]] = []
     if requested is not None:
-        rows.append({**key, "rank": None, "node": host, "time": requested,
-                     "kind": EVENT_FR_REQUEST, "message": "Flight Recorder dumps requested (hang)",
-                     "detail": None})
+        rows.append(
+            {
+                **key,
+                "rank": None,
+                "node": host,
+                "time": requested,
+                "kind": EVENT_FR_REQUEST,
+                "message": "Flight Recorder dumps requested (hang)",
+                "detail": None,
+            }
+        )
     for d in read_dumps(folder) if folder.is_dir() else []:
         rank = int(d["rank"])
-        stacks = {name: frames[-_STORED_FRAMES:] for name, frames in
-                  (d.get("stacks") or {}).items() if isinstance(frames, list)}
-        detail = {"reason": d.get("reason"), "groups": d.get("groups", []), "stacks": stacks,
-                  "pid": d.get("pid")}
-        rows.append({**key, "rank": rank, "node": nodes.get(rank, host),
-                     "time": float(d.get("time") or 0.0), "kind": EVENT_FR_DUMP,
-                     "message": f"rank {rank} dumped its Flight Recorder ({d.get('reason')})",
-                     "detail": json.dumps(detail, default=str)})
+        stacks = {
+            name: frames[-_STORED_FRAMES:]
+            for name, frames in (d.get("stacks") or {}).items()
+            if isinstance(frames, list)
+        }
+        detail = {
+            "reason": d.get("reason"),
+            "groups": d.get("groups", []),
+            "stacks": stacks,
+            "pid": d.get("pid"),
+        }
+        rows.append(
+            {
+                **key,
+                "rank": rank,
+                "node": nodes.get(rank, host),
+                "time": float(d.get("time") or 0.0),
+                "kind": EVENT_FR_DUMP,
+                "message": f"rank {rank} dumped its Flight Recorder ({d.get('reason')})",
+                "detail": json.dumps(detail, default=str),
+            }
+        )
     return rows

@@ -59,7 +59,7 @@ class JobLock:
         self.run_id = run_id
         self._fd: int | None = None
 
-    def acquire(self) -> "JobLock":
+    def acquire(self) -> JobLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -69,11 +69,21 @@ class JobLock:
             os.close(fd)
             raise JobRunning(
                 f"job {self.job_id!r} is already running under another `triage run` "
-                f"({holder}); wait for it to finish, stop it, or pick another --job-id") from None
+                f"({holder}); wait for it to finish, stop it, or pick another --job-id"
+            ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"job_id": self.job_id, "run_id": self.run_id,
-                                 "pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": time.time()}).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {
+                    "job_id": self.job_id,
+                    "run_id": self.run_id,
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "since": time.time(),
+                }
+            ).encode(),
+        )
         self._fd = fd
         return self
 
@@ -82,7 +92,7 @@ class JobLock:
             os.close(self._fd)  # closing drops the flock; the file stays for the next run
             self._fd = None
 
-    def __enter__(self) -> "JobLock":
+    def __enter__(self) -> JobLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
@@ -96,5 +106,6 @@ def _holder(fd: int) -> str:
         return "holder unknown"
     since = info.get("since")
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if since else "?"
-    return (f"run {info.get('run_id', '?')}, pid {info.get('pid', '?')} on "
-            f"{info.get('host', '?')}, since {when}")
+    return (
+        f"run {info.get('run_id', '?')}, pid {info.get('pid', '?')} on {info.get('host', '?')}, since {when}"
+    )

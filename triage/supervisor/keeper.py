@@ -36,8 +36,11 @@ def prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"prctl({option}, {value}) failed: {os.strerror(err)}; `triage run` "
-                      "needs Linux 3.4 or newer to keep track of a job's processes")
+        raise OSError(
+            err,
+            f"prctl({option}, {value}) failed: {os.strerror(err)}; `triage run` "
+            "needs Linux 3.4 or newer to keep track of a job's processes",
+        )
 
 
 def descendants(root: int) -> list[int]:
@@ -102,8 +105,7 @@ def _status(raw: int) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[0] != "--parent-pid" or argv[2] != "--":
-        print("usage: python -m triage.supervisor.keeper --parent-pid PID -- COMMAND ...",
-              file=sys.stderr)
+        print("usage: python -m triage.supervisor.keeper --parent-pid PID -- COMMAND ...", file=sys.stderr)
         return 2
     parent, command = int(argv[1]), argv[3:]
     prctl(PR_SET_CHILD_SUBREAPER, 1)

@@ -96,32 +96,41 @@ ORDER BY e.time LIMIT 1
 """
 
 
-def read_attempt_progress(data_dir: Path, job_id: str, run_id: str, attempt: int, *,
-                          since: float | None = None) -> Progress:
+def read_attempt_progress(
+    data_dir: Path, job_id: str, run_id: str, attempt: int, *, since: float | None = None
+) -> Progress:
     """Step progress of one attempt of this run: never another run's, even of the same job;
     with `since` (the attempt's start), also the first fatal Xid on one of its GPUs after it
     (one from before is a condition the node had, never this attempt's fault)."""
     now = time.time()
     params = {"job": job_id, "run": run_id, "attempt": attempt}
     with open_snapshot(data_dir, now=now) as snap:
-        row = snap.con.execute(_PROGRESS_SQL, {**params, "now": now,
-                                               "win": _RATE_WINDOW_S}).fetchone()
+        row = snap.con.execute(_PROGRESS_SQL, {**params, "now": now, "win": _RATE_WINDOW_S}).fetchone()
         fault = None
         if since is not None:
             fault = snap.con.execute(_GPU_FAULT_SQL, {**params, "since": since}).fetchone()
     first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
     return Progress(
         None if first_step is None else int(first_step),
-        None if last_step is None else int(last_step), last_end, first_end, p50,
+        None if last_step is None else int(last_step),
+        last_end,
+        first_end,
+        p50,
         None if recent_tokens is None else float(recent_tokens) / _RATE_WINDOW_S,
-        None if bad is None else int(bad), tuple(hooks or ()),
-        None if fault is None else (
+        None if bad is None else int(bad),
+        tuple(hooks or ()),
+        None
+        if fault is None
+        else (
             f"Xid {fault[3]} on GPU {fault[2]} of {fault[1]} at "
-            f"{time.strftime('%H:%M:%S', time.localtime(fault[0]))} ({str(fault[4])[:160]})"))
+            f"{time.strftime('%H:%M:%S', time.localtime(fault[0]))} ({str(fault[4])[:160]})"
+        ),
+    )
 
 
-def analyze(data_dir: Path, job_id: str, run_id: str,
-            cfg: AnalyzerConfig | None = None) -> JobAnalysis | None:
+def analyze(
+    data_dir: Path, job_id: str, run_id: str, cfg: AnalyzerConfig | None = None
+) -> JobAnalysis | None:
     """The analyzers over this run of the job as the store has it now; None when the store
     knows no rank or event of it (a command without the hooks, or one that died before its
     first flush)."""
@@ -141,16 +150,37 @@ def root_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | None:
     return next((i.verdict for i in analysis.incidents if i.attempt == attempt and i.root), None)
 
 
-def record_output(data_dir: Path, job_id: str, run_id: str, attempt: int, *,
-                  events: list[dict[str, object]], ranks: Collection[ObservedRank],
-                  host: str) -> int:
+def record_output(
+    data_dir: Path,
+    job_id: str,
+    run_id: str,
+    attempt: int,
+    *,
+    events: list[dict[str, object]],
+    ranks: Collection[ObservedRank],
+    host: str,
+) -> int:
     """What the attempt's captured output showed (`rank_logs`), and, for ranks that recorded
     nothing themselves (`ranks`: a job without hooks), where they ran as seen from outside:
     with these the analyzers place and judge a job that gives no other signal. Rows written."""
-    rows = [{"job_id": job_id, "run_id": run_id, "attempt": attempt, "rank": r.rank,
-             "node": r.node or host, "gpu": None, "pid": r.pid, "local_rank": r.local_rank,
-             "world_size": r.world_size, "hostname": host, "device": None, "gpu_uuid": None,
-             "start_time": r.first_seen} for r in ranks]
+    rows = [
+        {
+            "job_id": job_id,
+            "run_id": run_id,
+            "attempt": attempt,
+            "rank": r.rank,
+            "node": r.node or host,
+            "gpu": None,
+            "pid": r.pid,
+            "local_rank": r.local_rank,
+            "world_size": r.world_size,
+            "hostname": host,
+            "device": None,
+            "gpu_uuid": None,
+            "start_time": r.first_seen,
+        }
+        for r in ranks
+    ]
     if not rows and not events:
         return 0
     with shared_writer(data_dir) as writer:
@@ -158,9 +188,18 @@ def record_output(data_dir: Path, job_id: str, run_id: str, attempt: int, *,
         return written + (writer.append_rows("events", events) if events else 0)
 
 
-def record_attempt(data_dir: Path, job_id: str, run_id: str, attempt: int, *, status: str,
-                   exit_code: int | None, reason: str, verdict: Verdict | None,
-                   action: str | None) -> None:
+def record_attempt(
+    data_dir: Path,
+    job_id: str,
+    run_id: str,
+    attempt: int,
+    *,
+    status: str,
+    exit_code: int | None,
+    reason: str,
+    verdict: Verdict | None,
+    action: str | None,
+) -> None:
     """The attempt's outcome, and its root cause with the action taken, in the store."""
     now = time.time()
     with shared_writer(data_dir) as writer:
@@ -168,16 +207,42 @@ def record_attempt(data_dir: Path, job_id: str, run_id: str, attempt: int, *, st
             d = verdict.to_dict()
             d["action"] = action or d["action"]
             c = verdict.culprit
-            writer.append_rows("incidents", [{
-                "job_id": job_id, "run_id": run_id, "attempt": attempt, "time": now,
-                "category": d["category"], "layer": d["layer"], "action": d["action"],
-                "confidence": verdict.confidence, "summary": verdict.summary,
-                "culprit_rank": c.rank, "culprit_node": c.node, "culprit_gpu": c.gpu,
-                "culprit_uuid": c.uuid, "first_seen": verdict.first_seen,
-                "verdict": json.dumps(d)}])
-        writer.append_rows("attempt_outcomes", [{
-            "job_id": job_id, "run_id": run_id, "attempt": attempt, "time": now, "status": status,
-            "exit_code": exit_code, "reason": reason}])
+            writer.append_rows(
+                "incidents",
+                [
+                    {
+                        "job_id": job_id,
+                        "run_id": run_id,
+                        "attempt": attempt,
+                        "time": now,
+                        "category": d["category"],
+                        "layer": d["layer"],
+                        "action": d["action"],
+                        "confidence": verdict.confidence,
+                        "summary": verdict.summary,
+                        "culprit_rank": c.rank,
+                        "culprit_node": c.node,
+                        "culprit_gpu": c.gpu,
+                        "culprit_uuid": c.uuid,
+                        "first_seen": verdict.first_seen,
+                        "verdict": json.dumps(d),
+                    }
+                ],
+            )
+        writer.append_rows(
+            "attempt_outcomes",
+            [
+                {
+                    "job_id": job_id,
+                    "run_id": run_id,
+                    "attempt": attempt,
+                    "time": now,
+                    "status": status,
+                    "exit_code": exit_code,
+                    "reason": reason,
+                }
+            ],
+        )
 
 
 def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
@@ -185,8 +250,11 @@ def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
     export them (`triage_job_goodput_ratio`, `triage_straggler_score`); rows written."""
     now = time.time()
     key = {"job_id": analysis.job_id, "run_id": analysis.run_id, "attempt": attempt, "time": now}
-    rows = [{**key, "name": STRAGGLER_SCORE, "rank": s.rank, "node": s.node, "value": s.score}
-            for s in analysis.stragglers if s.attempt == attempt]
+    rows = [
+        {**key, "name": STRAGGLER_SCORE, "rank": s.rank, "node": s.node, "value": s.score}
+        for s in analysis.stragglers
+        if s.attempt == attempt
+    ]
     ratio = analysis.goodput.ratio
     if ratio is not None:
         rows.append({**key, "name": GOODPUT_RATIO, "rank": None, "node": None, "value": ratio})
@@ -209,14 +277,27 @@ class RunRecord:
     command: str
 
 
-def record_run(data_dir: Path, run: RunRecord, *, status: str, reason: str = "",
-               end_time: float | None = None) -> None:
+def record_run(
+    data_dir: Path, run: RunRecord, *, status: str, reason: str = "", end_time: float | None = None
+) -> None:
     """A run is in the store from its start, so `triage jobs` and `analyze` know it even when
     no rank ever writes telemetry."""
     with shared_writer(data_dir) as writer:
-        writer.append_rows("runs", [{
-            "job_id": run.job_id, "run_id": run.run_id, "time": time.time(),
-            "start_time": run.start_time, "end_time": end_time, "status": status,
-            "reason": reason, "command": run.command, "host": socket.gethostname(),
-            "pid": os.getpid(), "user": current_user()}])
-
+        writer.append_rows(
+            "runs",
+            [
+                {
+                    "job_id": run.job_id,
+                    "run_id": run.run_id,
+                    "time": time.time(),
+                    "start_time": run.start_time,
+                    "end_time": end_time,
+                    "status": status,
+                    "reason": reason,
+                    "command": run.command,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "user": current_user(),
+                }
+            ],
+        )

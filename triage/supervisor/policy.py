@@ -39,7 +39,7 @@ class AttemptResult:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r}: expected one of {', '.join(OUTCOMES)}")
 
-    def same_failure(self, other: "AttemptResult") -> bool:
+    def same_failure(self, other: AttemptResult) -> bool:
         """Same category and the same culprit: the same node where both name one (which of a
         node's ranks raised first varies from run to run), else the same rank, else none."""
         if self.category != other.category:
@@ -75,21 +75,23 @@ def _action_for(last: AttemptResult, previous: AttemptResult | None) -> tuple[Ac
     spec = TAXONOMY[category]
     if last.outcome == "preempted" and last.category is None:
         return Action.CHECKPOINT_AND_REQUEUE, "the job was stopped on purpose (exit 143)"
-    if (spec.escalation is not None and previous is not None
-            and previous.category is category):
-        return spec.escalation, (f"{category.value} came back on the next attempt: escalating "
-                                 f"from {spec.action.value} to {spec.escalation.value}")
+    if spec.escalation is not None and previous is not None and previous.category is category:
+        return spec.escalation, (
+            f"{category.value} came back on the next attempt: escalating "
+            f"from {spec.action.value} to {spec.escalation.value}"
+        )
     if spec.exclude_culprit_if_found and last.culprit_node is not None:
-        return Action.RESTART_EXCLUDING_NODE, (f"{category.value} with a culprit on "
-                                               f"{last.culprit_node}")
+        return Action.RESTART_EXCLUDING_NODE, (f"{category.value} with a culprit on {last.culprit_node}")
     if spec.action is Action.ALERT:
-        return Action.RESTART, (f"{category.value} calls for a human, but the attempt ended: "
-                                "restarting it as it was")
+        return Action.RESTART, (
+            f"{category.value} calls for a human, but the attempt ended: restarting it as it was"
+        )
     return spec.action, f"{category.value}: the taxonomy's action"
 
 
-def decide(history: Sequence[AttemptResult], *, nodes: Sequence[str], plan: Plan,
-           max_restarts: int, backoff_s: float) -> Decision:
+def decide(
+    history: Sequence[AttemptResult], *, nodes: Sequence[str], plan: Plan, max_restarts: int, backoff_s: float
+) -> Decision:
     """What to do after `history[-1]` ended; `plan` is what that attempt ran with and `nodes`
     every node of the job (excluded ones included)."""
     last = history[-1]
@@ -98,19 +100,32 @@ def decide(history: Sequence[AttemptResult], *, nodes: Sequence[str], plan: Plan
         return Decision(None, False, "the job completed", plan, final_status="completed")
     action, why = _action_for(last, previous)
     if action is Action.FAIL_FAST:
-        return Decision(action, False, f"{why}: restarting would repeat it", plan,
-                        final_status="failed")
-    if (previous is not None and last.category is not Category.PREEMPTION
-            and last.outcome != "preempted" and last.same_failure(previous)
-            and (last.last_step or 0) <= (previous.last_step or 0)):
-        return Decision(action, False, f"restart loop: {(last.category or Category.UNKNOWN).value}"
-                        f" hit the same culprit on attempts {previous.attempt} and {last.attempt} "
-                        f"without progress past step {previous.last_step or 0}", plan,
-                        final_status="gave_up")
+        return Decision(action, False, f"{why}: restarting would repeat it", plan, final_status="failed")
+    if (
+        previous is not None
+        and last.category is not Category.PREEMPTION
+        and last.outcome != "preempted"
+        and last.same_failure(previous)
+        and (last.last_step or 0) <= (previous.last_step or 0)
+    ):
+        return Decision(
+            action,
+            False,
+            f"restart loop: {(last.category or Category.UNKNOWN).value}"
+            f" hit the same culprit on attempts {previous.attempt} and {last.attempt} "
+            f"without progress past step {previous.last_step or 0}",
+            plan,
+            final_status="gave_up",
+        )
     restarts_used = len(history) - 1
     if restarts_used >= max_restarts:
-        return Decision(action, False, f"{why}; but --max-restarts {max_restarts} is used up",
-                        plan, final_status="gave_up")
+        return Decision(
+            action,
+            False,
+            f"{why}; but --max-restarts {max_restarts} is used up",
+            plan,
+            final_status="gave_up",
+        )
     # Every plan field carries over: a node left out stays out, a skipped batch stays skipped.
     new = Plan(plan.excluded_nodes, None, plan.skip_steps)
     if action is Action.RESTART_EXCLUDING_NODE:
@@ -129,6 +144,8 @@ def decide(history: Sequence[AttemptResult], *, nodes: Sequence[str], plan: Plan
         else:
             step = last.failed_step
             new = Plan(plan.excluded_nodes, step, tuple(sorted({*plan.skip_steps, step})))
-            why = (f"{why}: resuming from the newest checkpoint before step {step} and skipping "
-                   f"that step's batch")
+            why = (
+                f"{why}: resuming from the newest checkpoint before step {step} and skipping "
+                f"that step's batch"
+            )
     return Decision(action, True, why, new, backoff_s=backoff_s)

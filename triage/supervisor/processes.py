@@ -152,8 +152,7 @@ def _signal_all(pids: Collection[int], signum: int) -> None:
 def rank_pids(procs: Sequence[JobProcess]) -> dict[int, int]:
     """rank -> pid of the rank's own process (not its DataLoader workers, which inherit RANK)."""
     by_pid = {p.pid: p for p in procs if p.rank is not None}
-    return {p.rank: p.pid for p in by_pid.values()
-            if p.ppid not in by_pid or by_pid[p.ppid].rank != p.rank}
+    return {p.rank: p.pid for p in by_pid.values() if p.ppid not in by_pid or by_pid[p.ppid].rank != p.rank}
 
 
 class AttemptProcesses:
@@ -163,9 +162,14 @@ class AttemptProcesses:
     for the supervisor to read. `own_children` names the supervisor's other children (its node agents): they are not the
     attempt's, though they are the supervisor's children too."""
 
-    def __init__(self, command: Sequence[str], env: Mapping[str, str], *,
-                 own_children: Callable[[], Collection[int]] = frozenset,
-                 capture_output: bool = False) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        own_children: Callable[[], Collection[int]] = frozenset,
+        capture_output: bool = False,
+    ) -> None:
         # The keeper exits with its command: what is still running then (a rank its launcher
         # lost, a daemon) must come to us, not to init, or no one could find it.
         become_subreaper()
@@ -173,10 +177,12 @@ class AttemptProcesses:
         self.me = os.getpid()
         self.uid = os.getuid()
         self.launcher = subprocess.Popen(
-            [sys.executable, "-m", "triage.supervisor.keeper", "--parent-pid", str(self.me),
-             "--", *command], env=dict(env), start_new_session=True,
+            [sys.executable, "-m", "triage.supervisor.keeper", "--parent-pid", str(self.me), "--", *command],
+            env=dict(env),
+            start_new_session=True,
             stdout=subprocess.PIPE if capture_output else None,
-            stderr=subprocess.PIPE if capture_output else None)
+            stderr=subprocess.PIPE if capture_output else None,
+        )
         info = _stat(self.launcher.pid)
         self._since_ticks = info.start_ticks if info else 0
         self.observed: dict[int, ObservedRank] = {}
@@ -203,15 +209,25 @@ class AttemptProcesses:
             if rank not in self.observed or self.observed[rank].pid != pid:
                 env = environ_of(pid, ("LOCAL_RANK", "WORLD_SIZE", ENV_NODE))
                 self.observed[rank] = ObservedRank(
-                    rank, pid, _int_or_none(env.get("LOCAL_RANK")),
-                    _int_or_none(env.get("WORLD_SIZE")), env.get(ENV_NODE) or None, time.time())
+                    rank,
+                    pid,
+                    _int_or_none(env.get("LOCAL_RANK")),
+                    _int_or_none(env.get("WORLD_SIZE")),
+                    env.get(ENV_NODE) or None,
+                    time.time(),
+                )
         return found
 
     def _members(self, table: Mapping[int, ProcInfo]) -> set[int]:
         others = set(self.own_children())
-        adopted = [p.pid for p in table.values()
-                   if p.ppid == self.me and p.pid != self.launcher.pid and p.pid not in others
-                   and p.start_ticks >= self._since_ticks]
+        adopted = [
+            p.pid
+            for p in table.values()
+            if p.ppid == self.me
+            and p.pid != self.launcher.pid
+            and p.pid not in others
+            and p.start_ticks >= self._since_ticks
+        ]
         roots = ([self.launcher.pid] if self.launcher.pid in table else []) + adopted
         members = _subtree(table, roots) - _ancestors(table, self.me) - {self.launcher.pid}
         return {p for p in members if table[p].uid == self.uid and table[p].state != "Z"}
@@ -220,9 +236,14 @@ class AttemptProcesses:
         """Collect the exit of orphans reparented to the supervisor (never `waitpid(-1)`, which
         would take the exit codes that `subprocess.Popen` objects wait for)."""
         known = set(self.own_children()) | {self.launcher.pid}
-        for p in [p for p in table.values()
-                  if p.ppid == self.me and p.state == "Z" and p.pid not in known
-                  and p.start_ticks >= self._since_ticks]:
+        for p in [
+            p
+            for p in table.values()
+            if p.ppid == self.me
+            and p.state == "Z"
+            and p.pid not in known
+            and p.start_ticks >= self._since_ticks
+        ]:
             try:
                 os.waitpid(p.pid, os.WNOHANG)
             except ChildProcessError:

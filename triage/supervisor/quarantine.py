@@ -27,9 +27,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from triage.config import ConfigError
-from triage.store.node_health import (CLEARED, QUARANTINED, SOURCE_REPEAT_OFFENDER,
-                                      SOURCE_VERDICT, HealthEntry, Implication, current_state,
-                                      read_implications, read_ledger, record_health, standing)
+from triage.store.node_health import (
+    CLEARED,
+    QUARANTINED,
+    SOURCE_REPEAT_OFFENDER,
+    SOURCE_VERDICT,
+    HealthEntry,
+    Implication,
+    current_state,
+    read_implications,
+    read_ledger,
+    record_health,
+    standing,
+)
 from triage.taxonomy import Action, Category, Layer
 from triage.verdict import Verdict
 
@@ -40,35 +50,48 @@ _XID_RE = re.compile(r"Xid \([^)]*\): (\d+)|\bXid (\d+)\b")
 _EVIDENCE_KEPT = 5
 
 #: Faults in the hardware layers whose own action takes the node out of the job.
-HARDWARE = frozenset(c for c in Category
-                     if c.layer in (Layer.GPU, Layer.HOST)
-                     and c.action is Action.RESTART_EXCLUDING_NODE)
+HARDWARE = frozenset(
+    c for c in Category if c.layer in (Layer.GPU, Layer.HOST) and c.action is Action.RESTART_EXCLUDING_NODE
+)
 #: Whole-node faults: no single GPU to blame.
 NODE_LEVEL = frozenset({Category.NODE_FAILURE})
 #: Causes that say nothing about the culprit node's hardware: the job's own (its code, its
 #: memory, its checkpoints), shared services (storage, the rendezvous store), the scheduler,
 #: and no confident verdict. They never count against a node.
 NOT_IMPLICATING = frozenset(c for c in Category if c.layer is Layer.APPLICATION) | {
-    Category.HOST_OOM, Category.CHECKPOINT_ERROR, Category.STORAGE_ERROR,
-    Category.RENDEZVOUS_ERROR, Category.PREEMPTION, Category.UNKNOWN}
+    Category.HOST_OOM,
+    Category.CHECKPOINT_ERROR,
+    Category.STORAGE_ERROR,
+    Category.RENDEZVOUS_ERROR,
+    Category.PREEMPTION,
+    Category.UNKNOWN,
+}
 
 
 @dataclass(frozen=True)
 class QuarantineConfig:
     """The repeat-offender rule's knobs (the hardware rule has none)."""
 
-    repeat_window_days: float = field(default=14.0, metadata={
-        "help": "a node implicated in --repeat-count incidents within this many days is "
-                "quarantined", "metavar": "DAYS"})
-    repeat_count: int = field(default=2, metadata={
-        "help": "incidents (attempts) within --repeat-window-days that quarantine a node"})
+    repeat_window_days: float = field(
+        default=14.0,
+        metadata={
+            "help": "a node implicated in --repeat-count incidents within this many days is quarantined",
+            "metavar": "DAYS",
+        },
+    )
+    repeat_count: int = field(
+        default=2,
+        metadata={"help": "incidents (attempts) within --repeat-window-days that quarantine a node"},
+    )
 
     def __post_init__(self) -> None:
         if self.repeat_window_days <= 0:
             raise ConfigError(f"--repeat-window-days must be > 0, got {self.repeat_window_days}")
         if self.repeat_count < 2:
-            raise ConfigError(f"--repeat-count must be >= 2 (one incident is the hardware "
-                              f"rule's or a restart's business), got {self.repeat_count}")
+            raise ConfigError(
+                f"--repeat-count must be >= 2 (one incident is the hardware "
+                f"rule's or a restart's business), got {self.repeat_count}"
+            )
 
     @property
     def window_s(self) -> float:
@@ -80,9 +103,17 @@ def implicates(category: Category) -> bool:
     return category not in NOT_IMPLICATING
 
 
-def decide(verdict: Verdict, *, now: float, job_id: str, run_id: str, attempt: int,
-           ledger: Sequence[HealthEntry], implications: Sequence[Implication],
-           config: QuarantineConfig = QuarantineConfig()) -> HealthEntry | None:
+def decide(
+    verdict: Verdict,
+    *,
+    now: float,
+    job_id: str,
+    run_id: str,
+    attempt: int,
+    ledger: Sequence[HealthEntry],
+    implications: Sequence[Implication],
+    config: QuarantineConfig = QuarantineConfig(),
+) -> HealthEntry | None:
     """The quarantine this verdict calls for, or None (none due, or it already stands).
 
     `ledger`: the node health rows so far; `implications`: recent incidents with a culprit
@@ -91,51 +122,92 @@ def decide(verdict: Verdict, *, now: float, job_id: str, run_id: str, attempt: i
     if node is None:
         return None
     state = current_state(ledger)
-    common = dict(time=now, node=node, state=QUARANTINED, by=BY, category=verdict.category.value,
-                  xid=_xid(verdict), evidence=_evidence(verdict), job_id=job_id, run_id=run_id,
-                  attempt=attempt)
+    common = dict(
+        time=now,
+        node=node,
+        state=QUARANTINED,
+        by=BY,
+        category=verdict.category.value,
+        xid=_xid(verdict),
+        evidence=_evidence(verdict),
+        job_id=job_id,
+        run_id=run_id,
+        attempt=attempt,
+    )
     if verdict.category in HARDWARE:
         gpu = None if verdict.category in NODE_LEVEL else verdict.culprit.gpu
         if standing(state, node, gpu) is not None:
             return None
-        return HealthEntry(gpu=gpu, source=SOURCE_VERDICT,
-                           reason=f"{verdict.category.value}: {verdict.summary}"[:500], **common)
+        return HealthEntry(
+            gpu=gpu,
+            source=SOURCE_VERDICT,
+            reason=f"{verdict.category.value}: {verdict.summary}"[:500],
+            **common,
+        )
     if not implicates(verdict.category) or standing(state, node) is not None:
         return None
-    own = Implication(now, node, verdict.culprit.gpu, verdict.category.value, job_id, run_id,
-                      attempt)
-    recent = offences(node, now=now, ledger=ledger, implications=[*implications, own],
-                      config=config)
+    own = Implication(now, node, verdict.culprit.gpu, verdict.category.value, job_id, run_id, attempt)
+    recent = offences(node, now=now, ledger=ledger, implications=[*implications, own], config=config)
     if len(recent) < config.repeat_count:
         return None
-    listed = "; ".join(f"{i.category} in job {i.job_id} attempt {i.attempt} at {_clock(i.time)}"
-                       for i in recent[-_EVIDENCE_KEPT:])
-    return HealthEntry(gpu=None, source=SOURCE_REPEAT_OFFENDER,
-                       reason=f"repeat offender: implicated in {len(recent)} incidents within "
-                              f"{config.repeat_window_days:g} days: {listed}"[:1000], **common)
+    listed = "; ".join(
+        f"{i.category} in job {i.job_id} attempt {i.attempt} at {_clock(i.time)}"
+        for i in recent[-_EVIDENCE_KEPT:]
+    )
+    return HealthEntry(
+        gpu=None,
+        source=SOURCE_REPEAT_OFFENDER,
+        reason=f"repeat offender: implicated in {len(recent)} incidents within "
+        f"{config.repeat_window_days:g} days: {listed}"[:1000],
+        **common,
+    )
 
 
-def offences(node: str, *, now: float, ledger: Sequence[HealthEntry],
-             implications: Sequence[Implication],
-             config: QuarantineConfig = QuarantineConfig()) -> list[Implication]:
+def offences(
+    node: str,
+    *,
+    now: float,
+    ledger: Sequence[HealthEntry],
+    implications: Sequence[Implication],
+    config: QuarantineConfig = QuarantineConfig(),
+) -> list[Implication]:
     """The incidents that count against `node` at `now`, oldest first: within the window,
     after its last node-level clear, of causes that implicate hardware, one per attempt."""
     cleared = current_state(ledger).get((node, None))
-    since = max(now - config.window_s, cleared.time if cleared and cleared.state == CLEARED
-                else float("-inf"))
-    return _per_attempt([i for i in implications if i.node == node and since <= i.time <= now
-                         and implicates(Category.parse(i.category))])
+    since = max(
+        now - config.window_s, cleared.time if cleared and cleared.state == CLEARED else float("-inf")
+    )
+    return _per_attempt(
+        [
+            i
+            for i in implications
+            if i.node == node and since <= i.time <= now and implicates(Category.parse(i.category))
+        ]
+    )
 
 
-def quarantine_for_verdict(data_dir: str | os.PathLike[str], verdict: Verdict, *, job_id: str,
-                           run_id: str, attempt: int, now: float,
-                           config: QuarantineConfig = QuarantineConfig()) -> HealthEntry | None:
+def quarantine_for_verdict(
+    data_dir: str | os.PathLike[str],
+    verdict: Verdict,
+    *,
+    job_id: str,
+    run_id: str,
+    attempt: int,
+    now: float,
+    config: QuarantineConfig = QuarantineConfig(),
+) -> HealthEntry | None:
     """Apply `decide` to the store's ledger and recent incidents; write and return the entry
     (None: nothing due). Call it after a failed attempt's root-cause verdict."""
-    entry = decide(verdict, now=now, job_id=job_id, run_id=run_id, attempt=attempt,
-                   ledger=read_ledger(data_dir),
-                   implications=read_implications(data_dir, now - config.window_s),
-                   config=config)
+    entry = decide(
+        verdict,
+        now=now,
+        job_id=job_id,
+        run_id=run_id,
+        attempt=attempt,
+        ledger=read_ledger(data_dir),
+        implications=read_implications(data_dir, now - config.window_s),
+        config=config,
+    )
     if entry is not None:
         record_health(data_dir, [entry])
     return entry

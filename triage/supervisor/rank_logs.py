@@ -99,8 +99,11 @@ class RankExit:
             return f"signal {-self.exit_code}"
 
     def describe(self) -> str:
-        how = (f"was killed by {self.signal_name}" if self.signal_name
-               else f"exited with status {self.exit_code}")
+        how = (
+            f"was killed by {self.signal_name}"
+            if self.signal_name
+            else f"exited with status {self.exit_code}"
+        )
         first = " (the launcher's first observed failure)" if self.first_observed else ""
         return f"rank {self.rank} (pid {self.pid}) {how}{first}"
 
@@ -128,8 +131,10 @@ class _RotatingFile:
             fn(*args)
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
-            log.warning("the attempt's output is no longer kept on disk (%s); it is still "
-                        "shown and classified", self.error)
+            log.warning(
+                "the attempt's output is no longer kept on disk (%s); it is still shown and classified",
+                self.error,
+            )
             self._close()
 
     def write(self, data: bytes) -> None:
@@ -181,8 +186,7 @@ class _Summary:
             elif (m := _SUMMARY_EXIT_RE.match(text)) is not None and self.rank is not None:
                 rank, local = self.rank
                 self.rank = None
-                return RankExit(now, rank, local, int(m.group(1)), int(m.group(2)),
-                                self.section == "root")
+                return RankExit(now, rank, local, int(m.group(1)), int(m.group(2)), self.section == "root")
             elif _SUMMARY_END_RE.match(text) and self.section == "root":
                 self.section = None
         return None
@@ -191,8 +195,7 @@ class _Summary:
 class AttemptLog:
     """The capture of one attempt's stdout and stderr (`attach`), until `close`."""
 
-    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 echo: bool = True) -> None:
+    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, echo: bool = True) -> None:
         self.path = path
         self.echo = echo
         self._file = _RotatingFile(path, max_bytes)
@@ -215,8 +218,9 @@ class AttemptLog:
         for name, pipe, echo_to in (("stdout", stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
             if pipe is None:
                 continue
-            t = threading.Thread(target=self._pump, args=(name, pipe, echo_to),
-                                 name=f"triage-log-{name}", daemon=True)
+            t = threading.Thread(
+                target=self._pump, args=(name, pipe, echo_to), name=f"triage-log-{name}", daemon=True
+            )
             t.start()
             self._threads.append(t)
 
@@ -233,10 +237,11 @@ class AttemptLog:
                 if keeping:
                     try:
                         self._take(stream, raw)
-                    except Exception:  # noqa: BLE001 - the pipe must be drained whatever
+                    except Exception:
                         # happens here: a reader that stops would block the ranks' writes
-                        log.exception("capturing the attempt's %s failed; it is still shown "
-                                      "but no longer kept", stream)
+                        log.exception(
+                            "capturing the attempt's %s failed; it is still shown but no longer kept", stream
+                        )
                         keeping = False
         except (OSError, ValueError):  # the pipe went away under us: nothing more to read
             return
@@ -277,8 +282,7 @@ class AttemptLog:
             self._per_signature[key] += 1
             if self._per_signature[key] > MAX_LINES_PER_SIGNATURE:
                 return
-            self.decisive.append(CapturedLine(now, stream, rank, text[:_STORED_LINE_CHARS],
-                                              match.signature))
+            self.decisive.append(CapturedLine(now, stream, rank, text[:_STORED_LINE_CHARS], match.signature))
 
     def flush(self) -> None:
         with self._lock:
@@ -293,23 +297,44 @@ class AttemptLog:
         with self._lock:
             self._file.close()
 
-    def event_rows(self, job_id: str, run_id: str, attempt: int,
-                   nodes: dict[int, str], default_node: str) -> list[dict[str, Any]]:
+    def event_rows(
+        self, job_id: str, run_id: str, attempt: int, nodes: dict[int, str], default_node: str
+    ) -> list[dict[str, Any]]:
         """The store's `events` rows for what this capture found (`nodes`: rank -> node as the
         supervisor saw the rank processes)."""
         with self._lock:
             lines, exits = list(self.decisive), list(self.exits)
-        key = {"job_id": job_id, "run_id": run_id, "attempt": attempt,
-               "source": EVENT_SOURCE_SUPERVISOR}
-        rows = [{**key, "rank": ln.rank, "node": nodes.get(ln.rank, default_node)
-                 if ln.rank is not None else default_node, "time": ln.time,
-                 "kind": EVENT_LOG_LINE, "message": ln.text,
-                 "detail": json.dumps({"stream": ln.stream, "signature": ln.signature})}
-                for ln in lines]
-        rows += [{**key, "rank": e.rank, "node": nodes.get(e.rank, default_node),
-                  "time": e.time, "kind": EVENT_RANK_EXIT, "message": e.describe(),
-                  "detail": json.dumps({"exit_code": e.exit_code, "signal": e.signal_name,
-                                        "pid": e.pid, "local_rank": e.local_rank,
-                                        "first_observed": e.first_observed})}
-                 for e in exits]
+        key = {"job_id": job_id, "run_id": run_id, "attempt": attempt, "source": EVENT_SOURCE_SUPERVISOR}
+        rows = [
+            {
+                **key,
+                "rank": ln.rank,
+                "node": nodes.get(ln.rank, default_node) if ln.rank is not None else default_node,
+                "time": ln.time,
+                "kind": EVENT_LOG_LINE,
+                "message": ln.text,
+                "detail": json.dumps({"stream": ln.stream, "signature": ln.signature}),
+            }
+            for ln in lines
+        ]
+        rows += [
+            {
+                **key,
+                "rank": e.rank,
+                "node": nodes.get(e.rank, default_node),
+                "time": e.time,
+                "kind": EVENT_RANK_EXIT,
+                "message": e.describe(),
+                "detail": json.dumps(
+                    {
+                        "exit_code": e.exit_code,
+                        "signal": e.signal_name,
+                        "pid": e.pid,
+                        "local_rank": e.local_rank,
+                        "first_observed": e.first_observed,
+                    }
+                ),
+            }
+            for e in exits
+        ]
         return rows

@@ -27,40 +27,97 @@ class Scenario:
     category: Category | None  # the verdict expected (None: no failure)
     action: Action | None  # what the supervisor is expected to do about it
 
-    def train_command(self, *, steps: int = STEPS, nnodes: int = 2,
-                      extra: tuple[str, ...] = ()) -> list[str]:
-        cmd = [sys.executable, "-m", "triage.cli", "train", "--nnodes", str(nnodes),
-               "--nproc-per-node", "2", "--steps", str(steps), "--checkpoint-every", "5",
-               "--collective-timeout", str(COLLECTIVE_TIMEOUT_S), "--shutdown-timeout", "10"]
+    def train_command(self, *, steps: int = STEPS, nnodes: int = 2, extra: tuple[str, ...] = ()) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "train",
+            "--nnodes",
+            str(nnodes),
+            "--nproc-per-node",
+            "2",
+            "--steps",
+            str(steps),
+            "--checkpoint-every",
+            "5",
+            "--collective-timeout",
+            str(COLLECTIVE_TIMEOUT_S),
+            "--shutdown-timeout",
+            "10",
+        ]
         for spec in self.inject:
             cmd += ["--inject", spec]
         return cmd + list(extra)
 
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
-    Scenario("gpu-lost", "a GPU falls off the bus (Xid 79) under rank 3 at step 8; the other "
-             "ranks block in a collective", ("xid@step=8,rank=3,xid=79",),
-             Category.GPU_FALLEN_OFF_BUS, Action.RESTART_EXCLUDING_NODE),
-    Scenario("crash", "rank 3 is SIGKILLed at step 8", ("kill@step=8,rank=3",),
-             None, Action.RESTART),
-    Scenario("hang", "rank 1 stops entering collectives at step 8 (alive, no progress)",
-             ("hang@step=8,rank=1",), Category.COLLECTIVE_TIMEOUT, Action.RESTART_EXCLUDING_NODE),
-    Scenario("straggler", "thermal throttling slows rank 2's GPU 3x from step 3: a straggler, "
-             "no crash", ("thermal@step=3,rank=2,factor=3",), Category.GPU_THROTTLING,
-             None),
-    Scenario("oom", "CUDA out of memory on rank 0 at step 8", ("oom@step=8,rank=0",),
-             Category.GPU_OOM, Action.FAIL_FAST),
-    Scenario("nan", "rank 1's activations turn NaN at step 12", ("nan@step=12,rank=1",),
-             Category.NUMERICAL_INSTABILITY, Action.ROLLBACK),
-    Scenario("preemption", "the scheduler sends SIGTERM at step 8; the ranks save a checkpoint "
-             "and exit 143", ("sigterm@step=8",), Category.PREEMPTION,
-             Action.CHECKPOINT_AND_REQUEUE),
-    Scenario("disk-full", "the disk fills up during the checkpoint at step 10 on rank 1",
-             ("disk_full@step=10,rank=1",), Category.STORAGE_ERROR, Action.RESTART),
-    Scenario("network", "rank 2's TCP connections are cut at step 8",
-             ("network@step=8,rank=2",), Category.NETWORK_ERROR,
-             Action.RESTART_EXCLUDING_NODE),
-    Scenario("sdc", "silent data corruption: rank 1's matmuls are off by 1e-3 from step 5, "
-             "no error", ("sdc@step=5,rank=1",), Category.SILENT_DATA_CORRUPTION, None),
-]}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario(
+            "gpu-lost",
+            "a GPU falls off the bus (Xid 79) under rank 3 at step 8; the other ranks block in a collective",
+            ("xid@step=8,rank=3,xid=79",),
+            Category.GPU_FALLEN_OFF_BUS,
+            Action.RESTART_EXCLUDING_NODE,
+        ),
+        Scenario("crash", "rank 3 is SIGKILLed at step 8", ("kill@step=8,rank=3",), None, Action.RESTART),
+        Scenario(
+            "hang",
+            "rank 1 stops entering collectives at step 8 (alive, no progress)",
+            ("hang@step=8,rank=1",),
+            Category.COLLECTIVE_TIMEOUT,
+            Action.RESTART_EXCLUDING_NODE,
+        ),
+        Scenario(
+            "straggler",
+            "thermal throttling slows rank 2's GPU 3x from step 3: a straggler, no crash",
+            ("thermal@step=3,rank=2,factor=3",),
+            Category.GPU_THROTTLING,
+            None,
+        ),
+        Scenario(
+            "oom",
+            "CUDA out of memory on rank 0 at step 8",
+            ("oom@step=8,rank=0",),
+            Category.GPU_OOM,
+            Action.FAIL_FAST,
+        ),
+        Scenario(
+            "nan",
+            "rank 1's activations turn NaN at step 12",
+            ("nan@step=12,rank=1",),
+            Category.NUMERICAL_INSTABILITY,
+            Action.ROLLBACK,
+        ),
+        Scenario(
+            "preemption",
+            "the scheduler sends SIGTERM at step 8; the ranks save a checkpoint and exit 143",
+            ("sigterm@step=8",),
+            Category.PREEMPTION,
+            Action.CHECKPOINT_AND_REQUEUE,
+        ),
+        Scenario(
+            "disk-full",
+            "the disk fills up during the checkpoint at step 10 on rank 1",
+            ("disk_full@step=10,rank=1",),
+            Category.STORAGE_ERROR,
+            Action.RESTART,
+        ),
+        Scenario(
+            "network",
+            "rank 2's TCP connections are cut at step 8",
+            ("network@step=8,rank=2",),
+            Category.NETWORK_ERROR,
+            Action.RESTART_EXCLUDING_NODE,
+        ),
+        Scenario(
+            "sdc",
+            "silent data corruption: rank 1's matmuls are off by 1e-3 from step 5, no error",
+            ("sdc@step=5,rank=1",),
+            Category.SILENT_DATA_CORRUPTION,
+            None,
+        ),
+    ]
+}
 DEFAULT_SCENARIO = "gpu-lost"

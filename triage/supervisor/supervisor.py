@@ -17,29 +17,47 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
-from triage.config import (ENV_ATTEMPT, ENV_AUTO_HOOKS, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID,
-                           ENV_RESUME_BEFORE_STEP, ENV_RUN_ID, ENV_SKIP_STEPS, ConfigError,
-                           data_dir_from_env)
+from triage.config import (
+    ENV_ATTEMPT,
+    ENV_AUTO_HOOKS,
+    ENV_DATA_DIR,
+    ENV_EXCLUDE_NODES,
+    ENV_JOB_ID,
+    ENV_RESUME_BEFORE_STEP,
+    ENV_RUN_ID,
+    ENV_SKIP_STEPS,
+    ConfigError,
+    data_dir_from_env,
+)
 from triage.store.layout import run_log_dir, spool_node_dir, spool_nodes
 from triage.store.manifest import ManifestError
 from triage.store.node_health import HealthEntry, quarantined_nodes
 from triage.store.writer import StoreError
 from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
+from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
 from triage.supervisor.identity import JobLock, new_run_id
-from triage.supervisor.observe import (Progress, RunRecord, analyze, ingest_pending,
-                                       read_attempt_progress, record_attempt, record_output,
-                                       record_run, record_scores, root_verdict)
+from triage.supervisor.observe import (
+    Progress,
+    RunRecord,
+    analyze,
+    ingest_pending,
+    read_attempt_progress,
+    record_attempt,
+    record_output,
+    record_run,
+    record_scores,
+    root_verdict,
+)
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
-from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.taxonomy import Category
 from triage.trainer_hooks.config import auto_hooks_env
@@ -104,8 +122,7 @@ class AttemptReport:
         first_seen = (self.verdict or {}).get("first_seen")
         if self.last_progress is None:
             return first_seen
-        return max(self.last_progress, first_seen if first_seen is not None
-                   else self.last_progress)
+        return max(self.last_progress, first_seen if first_seen is not None else self.last_progress)
 
     @property
     def detect_s(self) -> float | None:
@@ -138,39 +155,51 @@ class JobReport:
             if failed.fault_at is None or nxt.first_step_end is None:
                 continue
             resumed = nxt.resumed_from_step
-            out.append({
-                "attempt": failed.attempt,
-                "category": (failed.verdict or {}).get("category"),
-                "action": failed.action, "detection": failed.detection,
-                "detect_s": round(failed.detect_s or 0.0, 3),
-                "recover_s": round(nxt.first_step_end - failed.fault_at, 3),
-                # where the recovery time went: stopping, diagnosing, backoff, then the new
-                # attempt's start-up (processes, rendezvous, checkpoint load, first step)
-                "breakdown_s": {
-                    "stop": _span(failed.detected_at, failed.ended),
-                    "diagnose": _span(failed.ended, failed.diagnosed_at),
-                    "backoff": _span(failed.diagnosed_at, nxt.started),
-                    "start_to_first_step": _span(nxt.started, nxt.first_step_end)},
-                "steps_lost": (None if resumed is None or failed.last_step is None
-                               else failed.last_step - resumed)})
+            out.append(
+                {
+                    "attempt": failed.attempt,
+                    "category": (failed.verdict or {}).get("category"),
+                    "action": failed.action,
+                    "detection": failed.detection,
+                    "detect_s": round(failed.detect_s or 0.0, 3),
+                    "recover_s": round(nxt.first_step_end - failed.fault_at, 3),
+                    # where the recovery time went: stopping, diagnosing, backoff, then the new
+                    # attempt's start-up (processes, rendezvous, checkpoint load, first step)
+                    "breakdown_s": {
+                        "stop": _span(failed.detected_at, failed.ended),
+                        "diagnose": _span(failed.ended, failed.diagnosed_at),
+                        "backoff": _span(failed.diagnosed_at, nxt.started),
+                        "start_to_first_step": _span(nxt.started, nxt.first_step_end),
+                    },
+                    "steps_lost": (
+                        None if resumed is None or failed.last_step is None else failed.last_step - resumed
+                    ),
+                }
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "run_id": self.run_id, "data_dir": self.data_dir,
-                "command": self.command,
-                "status": self.status, "reason": self.reason,
-                "excluded_nodes": self.excluded_nodes,
-                "quarantined_at_start": self.quarantined_at_start,
-                "store_errors": self.store_errors,
-                "attempts": [{**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s}
-                             for a in self.attempts],
-                "recoveries": self.recoveries(), "analysis": self.analysis}
+        return {
+            "job_id": self.job_id,
+            "run_id": self.run_id,
+            "data_dir": self.data_dir,
+            "command": self.command,
+            "status": self.status,
+            "reason": self.reason,
+            "excluded_nodes": self.excluded_nodes,
+            "quarantined_at_start": self.quarantined_at_start,
+            "store_errors": self.store_errors,
+            "attempts": [
+                {**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s} for a in self.attempts
+            ],
+            "recoveries": self.recoveries(),
+            "analysis": self.analysis,
+        }
 
 
 def culprit_text(culprit: dict[str, Any] | None) -> str:
     """`rank 3, node node1, gpu 1` from a verdict's culprit dict ("" when it names nobody)."""
-    return ", ".join(f"{k} {v}" for k, v in (culprit or {}).items()
-                     if v is not None and k != "uuid")
+    return ", ".join(f"{k} {v}" for k, v in (culprit or {}).items() if v is not None and k != "uuid")
 
 
 def _span(a: float | None, b: float | None) -> float | None:
@@ -197,7 +226,7 @@ class _StopSignals:
         self.received: str | None = None
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_StopSignals":
+    def __enter__(self) -> _StopSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -215,9 +244,14 @@ class _StopSignals:
 
 
 class Supervisor:
-    def __init__(self, cfg: SupervisorConfig, command: Sequence[str], *,
-                 on_update: Callable[[LiveState], None] | None = None,
-                 quarantine: QuarantineConfig | None = None) -> None:
+    def __init__(
+        self,
+        cfg: SupervisorConfig,
+        command: Sequence[str],
+        *,
+        on_update: Callable[[LiveState], None] | None = None,
+        quarantine: QuarantineConfig | None = None,
+    ) -> None:
         self.cfg = cfg
         self.quarantine = quarantine or QuarantineConfig()
         self.command = list(command)
@@ -245,12 +279,18 @@ class Supervisor:
             record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
             record_run(self.data_dir, record, status="running")
         except (StoreError, ManifestError) as exc:  # nothing has started: refuse, clearly
-            raise ConfigError(f"the store in {self.data_dir} cannot record this run: {exc}. "
-                              "Fix or move aside the file named, or use another --data-dir"
-                              ) from None
+            raise ConfigError(
+                f"the store in {self.data_dir} cannot record this run: {exc}. "
+                "Fix or move aside the file named, or use another --data-dir"
+            ) from None
         stops = self._stops = _StopSignals().__enter__()
-        agents = Agents(self.agent_nodes, self.data_dir, gpu=self.cfg.agent_gpu,
-                        sim_gpus=self.cfg.sim_gpus, interval_s=self.cfg.agent_interval)
+        agents = Agents(
+            self.agent_nodes,
+            self.data_dir,
+            gpu=self.cfg.agent_gpu,
+            sim_gpus=self.cfg.sim_gpus,
+            interval_s=self.cfg.agent_interval,
+        )
         try:
             self._attempts(agents, plan)
         except (Interrupted, KeyboardInterrupt) as exc:
@@ -261,12 +301,24 @@ class Supervisor:
             agents.stop()
             stops.__exit__()
             self._safely("ingesting the last spools", ingest_pending, self.data_dir)
-            final = self._safely("the final analysis", analyze, self.data_dir, self.job_id,
-                                 self.run_id, self._analyzer_config())
+            final = self._safely(
+                "the final analysis",
+                analyze,
+                self.data_dir,
+                self.job_id,
+                self.run_id,
+                self._analyzer_config(),
+            )
             self.report.analysis = None if final is None else final.to_dict()
-            self._safely("recording the run's end", record_run, self.data_dir, record,
-                         status=self.report.status, reason=self.report.reason,
-                         end_time=time.time())
+            self._safely(
+                "recording the run's end",
+                record_run,
+                self.data_dir,
+                record,
+                status=self.report.status,
+                reason=self.report.reason,
+                end_time=time.time(),
+            )
         return self.report
 
     def _placement(self) -> Plan:
@@ -282,13 +334,22 @@ class Supervisor:
                 "every node of this job is quarantined: "
                 + "; ".join(f"{n} ({_why(held[n])})" for n in out)
                 + ". Return one to service with `triage nodes clear NODE` once it is repaired, "
-                  "or run with --no-quarantine")
-        left = (f"; the job runs on {len(self.nodes) - len(out)} of its {len(self.nodes)} "
-                "nodes" if self.nodes else "")
+                "or run with --no-quarantine"
+            )
+        left = (
+            f"; the job runs on {len(self.nodes) - len(out)} of its {len(self.nodes)} nodes"
+            if self.nodes
+            else ""
+        )
         for node in out:
             self.report.quarantined_at_start[node] = _why(held[node])
-            log.warning("leaving %s out: quarantined (%s)%s; `triage nodes clear %s` returns "
-                        "it", node, _why(held[node]), left, node)
+            log.warning(
+                "leaving %s out: quarantined (%s)%s; `triage nodes clear %s` returns it",
+                node,
+                _why(held[node]),
+                left,
+                node,
+            )
         self.report.excluded_nodes = list(out)
         return Plan(excluded_nodes=tuple(out))
 
@@ -299,15 +360,26 @@ class Supervisor:
             result, report, verdict = self._attempt(attempt, plan, agents)
             history.append(result)
             nodes = self.nodes or self._job_nodes()
-            decision = decide(history, nodes=nodes, plan=plan,
-                              max_restarts=self.cfg.max_restarts, backoff_s=self.cfg.backoff)
+            decision = decide(
+                history,
+                nodes=nodes,
+                plan=plan,
+                max_restarts=self.cfg.max_restarts,
+                backoff_s=self.cfg.backoff,
+            )
             if decision.restart and report.survivors:
-                decision = replace(decision, restart=False, final_status="failed", reason=(
-                    f"{len(report.survivors)} process(es) of attempt {attempt} outlived SIGKILL "
-                    f"({', '.join(s.split()[0] for s in report.survivors)}): not starting "
-                    f"attempt {attempt + 1} beside them. Check them with `ps -o pid,stat,wchan` "
-                    "(state D: stuck in the kernel, often a GPU or filesystem hang; the node may "
-                    "need a reboot), then run the job again"))
+                decision = replace(
+                    decision,
+                    restart=False,
+                    final_status="failed",
+                    reason=(
+                        f"{len(report.survivors)} process(es) of attempt {attempt} outlived SIGKILL "
+                        f"({', '.join(s.split()[0] for s in report.survivors)}): not starting "
+                        f"attempt {attempt + 1} beside them. Check them with `ps -o pid,stat,wchan` "
+                        "(state D: stuck in the kernel, often a GPU or filesystem hang; the node may "
+                        "need a reboot), then run the job again"
+                    ),
+                )
             self._act(report, decision, verdict)
             if not decision.restart:
                 self.report.status = decision.final_status or "failed"
@@ -325,29 +397,41 @@ class Supervisor:
     def _act(self, report: AttemptReport, decision: Decision, verdict: Verdict | None) -> None:
         report.action = None if decision.action is None else decision.action.value
         report.reason = decision.reason
-        self._safely(f"recording attempt {report.attempt}'s outcome", record_attempt,
-                     self.data_dir, self.job_id, self.run_id, report.attempt,
-                     status=_STORE_STATUS[report.outcome or "failed"],
-                     exit_code=report.exit_code, reason=decision.reason, verdict=verdict,
-                     action=report.action)
+        self._safely(
+            f"recording attempt {report.attempt}'s outcome",
+            record_attempt,
+            self.data_dir,
+            self.job_id,
+            self.run_id,
+            report.attempt,
+            status=_STORE_STATUS[report.outcome or "failed"],
+            exit_code=report.exit_code,
+            reason=decision.reason,
+            verdict=verdict,
+            action=report.action,
+        )
         if report.verdict is not None:
             where = culprit_text(report.verdict["culprit"])
-            self._incidents.append(f"attempt {report.attempt}: {report.verdict['category']}"
-                                   f"{f' ({where})' if where else ''} -> {report.action}")
+            self._incidents.append(
+                f"attempt {report.attempt}: {report.verdict['category']}"
+                f"{f' ({where})' if where else ''} -> {report.action}"
+            )
         if verdict is not None and self.cfg.quarantine:
             entry = self._quarantine(verdict, report.attempt)
             if entry is not None:
                 report.quarantine = entry.to_dict()
                 self._incidents.append(f"attempt {report.attempt}: quarantined {entry.where}")
-                self._show(report.attempt, f"quarantined {entry.where} for later jobs "
-                                           f"({entry.source}); `triage nodes` lists it")
+                self._show(
+                    report.attempt,
+                    f"quarantined {entry.where} for later jobs ({entry.source}); `triage nodes` lists it",
+                )
 
     def _safely(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """`fn(...)`, or None where it raised: a store that cannot be read or written costs
         that record (logged, and listed in the report's `store_errors`), never the job."""
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - only the detectors may end a job
+        except Exception as exc:
             error = f"{what}: {type(exc).__name__}: {exc}"[:500]
             if error not in self.report.store_errors:  # once per kind, not every retry
                 log.exception("%s failed; the job goes on without it", what)
@@ -358,12 +442,21 @@ class Supervisor:
         """The ledger entry the verdict calls for, written; a store that cannot take it costs
         the entry (logged), never the job."""
         try:
-            return quarantine_for_verdict(self.data_dir, verdict, job_id=self.job_id,
-                                          run_id=self.run_id, attempt=attempt, now=time.time(),
-                                          config=self.quarantine)
-        except Exception:  # noqa: BLE001 - the job goes on; the verdict is recorded already
-            log.exception("attempt %d: could not write the node health ledger; %s is not "
-                          "quarantined", attempt, verdict.culprit.node)
+            return quarantine_for_verdict(
+                self.data_dir,
+                verdict,
+                job_id=self.job_id,
+                run_id=self.run_id,
+                attempt=attempt,
+                now=time.time(),
+                config=self.quarantine,
+            )
+        except Exception:
+            log.exception(
+                "attempt %d: could not write the node health ledger; %s is not quarantined",
+                attempt,
+                verdict.culprit.node,
+            )
             return None
 
     # -- one attempt ------------------------------------------------------------------------
@@ -373,33 +466,45 @@ class Supervisor:
             auto_hooks_env(env)
         else:
             env.pop(ENV_AUTO_HOOKS, None)
-        env.update({ENV_JOB_ID: self.job_id, ENV_RUN_ID: self.run_id, ENV_ATTEMPT: str(attempt),
-                    ENV_DATA_DIR: str(self.data_dir)})
+        env.update(
+            {
+                ENV_JOB_ID: self.job_id,
+                ENV_RUN_ID: self.run_id,
+                ENV_ATTEMPT: str(attempt),
+                ENV_DATA_DIR: str(self.data_dir),
+            }
+        )
         env.setdefault(ENV_BUFFER, str(DEFAULT_BUFFER_ENTRIES))  # PyTorch's Flight Recorder
-        for key, value in ((ENV_EXCLUDE_NODES, ",".join(plan.excluded_nodes)),
-                           (ENV_RESUME_BEFORE_STEP, "" if plan.resume_before_step is None
-                            else str(plan.resume_before_step)),
-                           (ENV_SKIP_STEPS, ",".join(map(str, plan.skip_steps)))):
+        for key, value in (
+            (ENV_EXCLUDE_NODES, ",".join(plan.excluded_nodes)),
+            (ENV_RESUME_BEFORE_STEP, "" if plan.resume_before_step is None else str(plan.resume_before_step)),
+            (ENV_SKIP_STEPS, ",".join(map(str, plan.skip_steps))),
+        ):
             if value:
                 env[key] = value
             else:
                 env.pop(key, None)
         return env
 
-    def _attempt(self, attempt: int, plan: Plan, agents: Agents
-                 ) -> tuple[AttemptResult, AttemptReport, Verdict | None]:
-        report = AttemptReport(attempt, time.time(), {
-            "excluded_nodes": list(plan.excluded_nodes),
-            "resume_before_step": plan.resume_before_step, "skip_steps": list(plan.skip_steps)})
+    def _attempt(
+        self, attempt: int, plan: Plan, agents: Agents
+    ) -> tuple[AttemptResult, AttemptReport, Verdict | None]:
+        report = AttemptReport(
+            attempt,
+            time.time(),
+            {
+                "excluded_nodes": list(plan.excluded_nodes),
+                "resume_before_step": plan.resume_before_step,
+                "skip_steps": list(plan.skip_steps),
+            },
+        )
         self.report.attempts.append(report)
         env = self._env(attempt, plan)
         logs = run_log_dir(self.data_dir, self.job_id, self.run_id)
         scratch = logs / f".torchrun-attempt-{attempt}"
         own_scratch = torchrun_log_env(env, scratch)
-        output = AttemptLog(logs / f"attempt-{attempt}.log",
-                            max_bytes=int(self.cfg.log_max_mb * 1024 * 1024))
-        procs = AttemptProcesses(self.command, env, own_children=agents.pids,
-                                 capture_output=True)
+        output = AttemptLog(logs / f"attempt-{attempt}.log", max_bytes=int(self.cfg.log_max_mb * 1024 * 1024))
+        procs = AttemptProcesses(self.command, env, own_children=agents.pids, capture_output=True)
         launcher = procs.launcher
         output.attach(launcher.stdout, launcher.stderr)
         try:
@@ -408,19 +513,28 @@ class Supervisor:
             report.killed_pids = procs.stop(self.cfg.grace)
             _end_capture(output, scratch if own_scratch else None)
             report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
-            self._safely(f"recording attempt {attempt}'s outcome", record_attempt,
-                         self.data_dir, self.job_id, self.run_id, attempt, status="failed",
-                         exit_code=launcher.returncode, reason="interrupted", verdict=None,
-                         action=None)
+            self._safely(
+                f"recording attempt {attempt}'s outcome",
+                record_attempt,
+                self.data_dir,
+                self.job_id,
+                self.run_id,
+                attempt,
+                status="failed",
+                exit_code=launcher.returncode,
+                reason="interrupted",
+                verdict=None,
+                action=None,
+            )
             raise
         report.detected_at = time.time()
         fr_folder = fr_dump_dir(self.data_dir, self.job_id, self.run_id, attempt)
         fr_requested = None
         if outcome == "hung" and launcher.poll() is None:
-            self._show(attempt, "hang: asking the live ranks for their Flight Recorder dumps",
-                       progress)
-            fr_requested = self._safely("asking for Flight Recorder dumps", collect_dumps,
-                                        fr_folder, set(procs.ranks()), _FR_WAIT_S)
+            self._show(attempt, "hang: asking the live ranks for their Flight Recorder dumps", progress)
+            fr_requested = self._safely(
+                "asking for Flight Recorder dumps", collect_dumps, fr_folder, set(procs.ranks()), _FR_WAIT_S
+            )
         # Processes left once the command ended on its own outlived it (a daemon child, a
         # rank its launcher lost): the next attempt must not start beside them.
         outlived = procs.processes() if launcher.poll() is not None else []
@@ -438,54 +552,112 @@ class Supervisor:
         report.log = str(output.path)
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
-        progress = self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
-                                self.data_dir, self.job_id, self.run_id, attempt) or progress
-        self._record_output(attempt, output, procs, hooked=bool(progress.hooks),
-                            fr_folder=fr_folder, fr_requested=fr_requested)
+        progress = (
+            self._safely(
+                f"reading attempt {attempt}'s progress",
+                read_attempt_progress,
+                self.data_dir,
+                self.job_id,
+                self.run_id,
+                attempt,
+            )
+            or progress
+        )
+        self._record_output(
+            attempt,
+            output,
+            procs,
+            hooked=bool(progress.hooks),
+            fr_folder=fr_folder,
+            fr_requested=fr_requested,
+        )
         report.last_step, report.last_progress = progress.last_step, progress.last_progress
         report.first_step_end = progress.first_step_end
-        report.resumed_from_step = (None if progress.first_step is None
-                                    else progress.first_step - 1)
+        report.resumed_from_step = None if progress.first_step is None else progress.first_step - 1
         verdict, analysis = None, None
         if outcome != "completed":
-            analysis = self._safely(f"diagnosing attempt {attempt}", analyze, self.data_dir,
-                                    self.job_id, self.run_id, self._analyzer_config())
+            analysis = self._safely(
+                f"diagnosing attempt {attempt}",
+                analyze,
+                self.data_dir,
+                self.job_id,
+                self.run_id,
+                self._analyzer_config(),
+            )
             verdict = root_verdict(analysis, attempt)
-            if (verdict is not None and verdict.category is Category.PREEMPTION
-                    and outcome != "preempted"):
+            if verdict is not None and verdict.category is Category.PREEMPTION and outcome != "preempted":
                 verdict = None  # the SIGTERM was ours, sent to stop the failed attempt
             if verdict is None and outcome == "hung":
-                verdict = Verdict(Category.COLLECTIVE_TIMEOUT, 0.5,
-                                  f"no step progress for longer than the hang threshold "
-                                  f"(last step {progress.last_step}) while ranks still ran",
-                                  first_seen=progress.last_progress)
+                verdict = Verdict(
+                    Category.COLLECTIVE_TIMEOUT,
+                    0.5,
+                    f"no step progress for longer than the hang threshold "
+                    f"(last step {progress.last_step}) while ranks still ran",
+                    first_seen=progress.last_progress,
+                )
         report.verdict = None if verdict is None else verdict.to_dict()
         self._score(attempt, analysis)
         report.diagnosed_at = time.time()
         c = None if verdict is None else verdict.culprit
-        return AttemptResult(
-            attempt, outcome, None if verdict is None else verdict.category,
-            None if c is None else c.node, None if c is None else c.rank,
-            progress.last_step, progress.failed_step if progress.failed_step is not None
-            else (progress.last_step or 0) + 1), report, verdict
+        return (
+            AttemptResult(
+                attempt,
+                outcome,
+                None if verdict is None else verdict.category,
+                None if c is None else c.node,
+                None if c is None else c.rank,
+                progress.last_step,
+                progress.failed_step if progress.failed_step is not None else (progress.last_step or 0) + 1,
+            ),
+            report,
+            verdict,
+        )
 
-    def _record_output(self, attempt: int, output: AttemptLog, procs: AttemptProcesses, *,
-                       hooked: bool, fr_folder: Path, fr_requested: float | None) -> None:
+    def _record_output(
+        self,
+        attempt: int,
+        output: AttemptLog,
+        procs: AttemptProcesses,
+        *,
+        hooked: bool,
+        fr_folder: Path,
+        fr_requested: float | None,
+    ) -> None:
         """The decisive lines of the attempt's output, its ranks' Flight Recorder dumps, and
         where its ranks ran where no hook said so, into the store before the diagnosis reads
         it."""
         host = socket.gethostname()
         nodes = {r.rank: r.node or host for r in procs.observed.values()}
         events = output.event_rows(self.job_id, self.run_id, attempt, nodes, host)
-        events += self._safely("reading the Flight Recorder dumps", dump_event_rows, fr_folder,
-                               self.job_id, self.run_id, attempt, nodes, host,
-                               requested=fr_requested) or []
-        self._safely(f"recording attempt {attempt}'s output", record_output, self.data_dir,
-                     self.job_id, self.run_id, attempt, events=events,
-                     ranks=[] if hooked else list(procs.observed.values()), host=host)
+        events += (
+            self._safely(
+                "reading the Flight Recorder dumps",
+                dump_event_rows,
+                fr_folder,
+                self.job_id,
+                self.run_id,
+                attempt,
+                nodes,
+                host,
+                requested=fr_requested,
+            )
+            or []
+        )
+        self._safely(
+            f"recording attempt {attempt}'s output",
+            record_output,
+            self.data_dir,
+            self.job_id,
+            self.run_id,
+            attempt,
+            events=events,
+            ranks=[] if hooked else list(procs.observed.values()),
+            host=host,
+        )
 
-    def _watch(self, procs: AttemptProcesses, attempt: int, report: AttemptReport,
-               agents: Agents) -> tuple[str, str, Progress]:
+    def _watch(
+        self, procs: AttemptProcesses, attempt: int, report: AttemptReport, agents: Agents
+    ) -> tuple[str, str, Progress]:
         started = report.started
         seen: set[int] = set()
         first_gone: float | None = None
@@ -497,8 +669,7 @@ class Supervisor:
             rc = procs.poll()
             now = time.time()
             if rc is not None:
-                return ({0: "completed", 143: "preempted"}.get(rc, "failed"), "launcher_exit",
-                        progress)
+                return ({0: "completed", 143: "preempted"}.get(rc, "failed"), "launcher_exit", progress)
             ranks = procs.ranks()
             seen |= set(ranks)
             if first_gone is None and seen - set(ranks):
@@ -521,8 +692,7 @@ class Supervisor:
                         return "failed", "gpu_fault", progress
                     self._show(attempt, "running", progress)
                     limit = self._hang_limit(progress)
-                    if (limit is not None
-                            and now - (progress.last_progress or started) > limit):
+                    if limit is not None and now - (progress.last_progress or started) > limit:
                         return "hung", "hang", progress
                 next_probe = now + _PROBE_S
             if now >= next_score:
@@ -533,15 +703,17 @@ class Supervisor:
     def signals(self) -> str:
         """What this run can see of the job before any rank has reported, for `triage run`'s
         first line."""
-        always = ("the ranks' output (kept under "
-                  f"{run_log_dir(self.data_dir, self.job_id, self.run_id)}) and process exits "
-                  "always; PyTorch Flight Recorder dumps on a hang where Triage's hooks run")
+        always = (
+            "the ranks' output (kept under "
+            f"{run_log_dir(self.data_dir, self.job_id, self.run_id)}) and process exits "
+            "always; PyTorch Flight Recorder dumps on a hang where Triage's hooks run"
+        )
         if self.cfg.auto_hooks:
-            return ("signals: Triage hooks where the script has them, else auto-instrumentation "
-                    "of torchrun ranks (optimizer steps, collectives, exceptions, exits); "
-                    + always)
-        return ("signals: Triage hooks where the script has them (auto-instrumentation off); "
-                + always)
+            return (
+                "signals: Triage hooks where the script has them, else auto-instrumentation "
+                "of torchrun ranks (optimizer steps, collectives, exceptions, exits); " + always
+            )
+        return "signals: Triage hooks where the script has them (auto-instrumentation off); " + always
 
     def _announce(self, attempt: int, progress: Progress) -> None:
         """Say once which signals the ranks turned out to give: the hang rules that apply
@@ -549,23 +721,32 @@ class Supervisor:
         if progress.hooks in self._announced or not progress.hooks:
             return
         self._announced.add(progress.hooks)
-        how = {"explicit": "the script's own TrainingMonitor (steps expected: a missing first "
-                           f"step counts as hung after --startup-timeout {self.cfg.startup_timeout:.0f} s)",
-               "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; no "
-                       "hang is declared before the first step)"}
+        how = {
+            "explicit": "the script's own TrainingMonitor (steps expected: a missing first "
+            f"step counts as hung after --startup-timeout {self.cfg.startup_timeout:.0f} s)",
+            "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; no "
+            "hang is declared before the first step)",
+        }
         # an explicit monitor retires the automatic one in its rank: name only the one reporting
         shown = ("explicit",) if "explicit" in progress.hooks else progress.hooks
-        self._show(attempt, "ranks report through " + " and ".join(
-            how.get(h, h) for h in shown), progress)
+        self._show(attempt, "ranks report through " + " and ".join(how.get(h, h) for h in shown), progress)
 
     def _probe(self, attempt: int, agents: Agents, since: float) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
         time (a damaged file, a full disk): then no hang is declared on stale progress. A
         failed ingest does not stop the read of what is stored."""
-        self._safely("ingesting the spools while watching", ingest_pending, self.data_dir,
-                     self._live_agents(agents))
-        return self._safely(f"reading attempt {attempt}'s progress", read_attempt_progress,
-                            self.data_dir, self.job_id, self.run_id, attempt, since=since)
+        self._safely(
+            "ingesting the spools while watching", ingest_pending, self.data_dir, self._live_agents(agents)
+        )
+        return self._safely(
+            f"reading attempt {attempt}'s progress",
+            read_attempt_progress,
+            self.data_dir,
+            self.job_id,
+            self.run_id,
+            attempt,
+            since=since,
+        )
 
     def _score(self, attempt: int, analysis: JobAnalysis | None = None) -> None:
         """Record the job's goodput and straggler scores for the node agents to export: one
@@ -575,9 +756,11 @@ class Supervisor:
                 analysis = analyze(self.data_dir, self.job_id, self.run_id, self._analyzer_config())
             if analysis is not None:
                 record_scores(self.data_dir, analysis, attempt)
-        except Exception:  # noqa: BLE001 - the job is watched on; the next round retries
-            log.exception("scoring job %s failed; its goodput and straggler scores are not "
-                          "updated this round", self.job_id)
+        except Exception:
+            log.exception(
+                "scoring job %s failed; its goodput and straggler scores are not updated this round",
+                self.job_id,
+            )
 
     def _hang_limit(self, progress: Progress) -> float | None:
         """Seconds without a step that make a hang; None where the step rule does not apply:
@@ -602,15 +785,17 @@ class Supervisor:
     def _drain(self, attempt: int, agents: Agents) -> None:
         """Wait until the attempt's spool segments are in the store (ingest them where no
         agent does), so the verdict sees the ranks' last words."""
-        self._safely("ingesting the attempt's spools", ingest_pending, self.data_dir,
-                     self._live_agents(agents))
+        self._safely(
+            "ingesting the attempt's spools", ingest_pending, self.data_dir, self._live_agents(agents)
+        )
         if not self.agent_nodes:
             return
         deadline = time.monotonic() + _DRAIN_S
         while time.monotonic() < deadline and self._pending_segments(attempt):
             time.sleep(0.25)
-            self._safely("ingesting the attempt's spools", ingest_pending, self.data_dir,
-                         self._live_agents(agents))
+            self._safely(
+                "ingesting the attempt's spools", ingest_pending, self.data_dir, self._live_agents(agents)
+            )
         time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
 
     def _live_agents(self, agents: Agents) -> set[str]:
@@ -619,22 +804,27 @@ class Supervisor:
     def _pending_segments(self, attempt: int) -> int:
         count = 0
         for node in spool_nodes(self.data_dir):
-            root = (spool_node_dir(self.data_dir, node) / job_dir_name(self.job_id, self.run_id)
-                    / str(attempt))
+            root = spool_node_dir(self.data_dir, node) / job_dir_name(self.job_id, self.run_id) / str(attempt)
             if root.is_dir():
                 count += sum(1 for f in root.glob("*/*") if parse_segment_name(f.name))
         return count
 
     def _job_nodes(self) -> list[str]:
-        analysis = self._safely("finding the job's nodes", analyze, self.data_dir, self.job_id,
-                                self.run_id)
+        analysis = self._safely("finding the job's nodes", analyze, self.data_dir, self.job_id, self.run_id)
         if analysis is None:
             return []
         return sorted({n for a in analysis.attempts for n in a.nodes})
 
     def _show(self, attempt: int, state: str, progress: Progress | None = None) -> None:
-        self.on_update(LiveState(attempt, state, progress or Progress(),
-                                 tuple(self.report.excluded_nodes), tuple(self._incidents)))
+        self.on_update(
+            LiveState(
+                attempt,
+                state,
+                progress or Progress(),
+                tuple(self.report.excluded_nodes),
+                tuple(self._incidents),
+            )
+        )
 
 
 def _end_capture(output: AttemptLog, scratch: Path | None) -> None:
@@ -660,5 +850,4 @@ def _leave_out(plan: Plan, quarantine: dict[str, Any] | None, nodes: Sequence[st
     return Plan((*plan.excluded_nodes, node), plan.resume_before_step, plan.skip_steps)
 
 
-_STORE_STATUS = {"failed": "failed", "hung": "failed", "preempted": "preempted",
-                 "completed": "completed"}
+_STORE_STATUS = {"failed": "failed", "hung": "failed", "preempted": "preempted", "completed": "completed"}
