@@ -1,11 +1,13 @@
 # The two commands a new user runs (README): `make demo` and `make test`.
-# Both create .venv and install into it the first time; later runs reuse it.
+# Every target creates .venv and installs into it the first time; later runs reuse it.
+# `make test-fast` (unit tests, no multi-process scenarios) and `make lint` are for the dev loop;
+# CI (.ci/run) runs `make lint` and then `make test`.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test test-fast lint format install clean
 
 install: $(STAMP)
 
@@ -13,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -21,6 +23,19 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# ruff (lint + format check) and mypy (strict on triage/, analyzers/, trainer_hooks/).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) tools/typecheck.py
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 clean:
 	rm -rf $(VENV) triage-data build *.egg-info

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from store_spools import write_rank
 
 from triage.agent.config import AgentConfig
 from triage.agent.exporter import StateCollector
@@ -24,11 +25,9 @@ from triage.agent.node_agent import BUSY_UTILIZATION, NodeAgent
 from triage.collectors.gpu_backend import GpuConfig
 from triage.collectors.kernel_log import KernelLogConfig
 from triage.fault_schedule import GpuFault, append_fault
+from triage.ports import free_port
 from triage.store import StoreWriter, open_snapshot
 from triage.store.layout import SUPERVISOR_PARTITION
-
-sys.path.insert(0, str(Path(__file__).parent))
-from store_spools import write_rank
 
 T0 = time.time() - 3600  # simulated time: an hour ago, so every fault is "due" when written
 
@@ -252,12 +251,6 @@ def test_supervisor_scores_and_incidents_are_exported_for_this_nodes_ranks(tmp_p
 
 
 # -- the command, as a process ---------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_agent(data_dir: Path, port: int, *extra: str) -> subprocess.Popen:

@@ -8,14 +8,12 @@ resolves, every alert has a unit test, and the README lists the catalog.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
+from conftest import PROMETHEUS_INSTALL, require_tool
 
 from triage.agent.metric_catalog import (
     ALERTED_XIDS,
@@ -221,16 +219,7 @@ def test_every_alert_has_unit_tests_that_fire_and_stay_silent():
 
 
 def _promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        message = (
-            "promtool not found: install Debian's `prometheus` package "
-            "(apt-get install prometheus; .ci/run does it)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message + " -- required in CI, where a skip would hide a broken install")
-        pytest.skip(message)
-    return path
+    return require_tool("promtool", install=PROMETHEUS_INSTALL)
 
 
 def test_promtool_check_rules():

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,11 +22,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import PROMETHEUS_INSTALL, require_tool
+from store_spools import write_rank, write_segment
 
 from triage.fault_schedule import GpuFault, append_fault
-
-sys.path.insert(0, str(Path(__file__).parent))
-from store_spools import write_rank, write_segment
+from triage.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "alerts" / "triage-rules.yml"
@@ -65,12 +64,6 @@ def test_shortened_rules_only_change_durations():
     assert {b["for"] for a, b in pairs if a.get("for") == "5m"} == {"5s"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
@@ -103,14 +96,7 @@ def stop(proc: subprocess.Popen) -> str:
 
 @pytest.mark.slow
 def test_gpu_fault_and_hang_fire_their_alerts_in_prometheus(tmp_path):
-    if PROMETHEUS is None:
-        message = (
-            "prometheus server binary not found: install Debian's `prometheus` package "
-            "(apt-get install prometheus; .ci/run does it)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message + " -- required in CI, where a skip would hide a broken install")
-        pytest.skip(message)
+    prometheus = PROMETHEUS or require_tool("prometheus", install=PROMETHEUS_INSTALL)
     data, agent_port, prom_port = tmp_path / "data", free_port(), free_port()
     rules = tmp_path / "rules.yml"
     rules.write_text(shortened_rules(RULES.read_text()))
@@ -160,7 +146,7 @@ def test_gpu_fault_and_hang_fire_their_alerts_in_prometheus(tmp_path):
     )
     prom = subprocess.Popen(
         [
-            PROMETHEUS,
+            prometheus,
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{prom_port}",

@@ -16,12 +16,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
+from conftest import TRIAGE_CLI as TRIAGE
 from store_spools import write_rank
 
 from triage.store import ingest_spools, open_snapshot
 from triage.trainer_hooks.spool_schema import writer_dir
-
-TRIAGE = [sys.executable, "-m", "triage.cli"]
 
 
 def good_rank(data_dir: Path, node: str = "node0", job: str = "good", rank: int = 0) -> dict:

@@ -7,7 +7,6 @@ unless CI is set, where their absence is a failure.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +14,10 @@ import time
 import urllib.request
 
 import pytest
+from conftest import require_tool
 from dashboard_store import JOB, write_fault_store
+
+from triage.ports import free_port
 
 CATEGORY = "gpu_fallen_off_bus"
 #: page query -> whether the incident's category shows as text on it (charts and dataframes
@@ -41,20 +43,10 @@ CHROMIUM_FLAGS = [
 
 
 def _browser_paths() -> tuple[str, str]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if chromium and driver:
-        return chromium, driver
-    reason = "chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
-    if os.environ.get("CI"):
-        pytest.fail(reason + "; CI must run the browser test")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    install = "apt-get install chromium chromium-driver (.ci/run does it)"
+    return require_tool("chromium", "chromium-browser", install=install), require_tool(
+        "chromedriver", install=install
+    )
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
@@ -80,7 +72,7 @@ def test_every_page_renders_in_chromium(tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     data = write_fault_store(tmp_path / "data")
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}/"
     log = (tmp_path / "dashboard.log").open("w")
     proc = subprocess.Popen(

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import TRIAGE_CLI as TRIAGE
 from procs import processes_with_job
 
 from triage.fault_schedule import read_faults
@@ -25,7 +25,6 @@ from triage.store.node_health import quarantined_nodes, read_ledger
 from triage.store.writer import partition_holder
 
 pytestmark = pytest.mark.slow
-TRIAGE = [sys.executable, "-m", "triage.cli"]
 
 
 def train(run_dir: Path, *inject: str, nnodes: int = 3, steps: int = 8) -> list[str]:

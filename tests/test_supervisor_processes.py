@@ -17,11 +17,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import TRIAGE_CLI as TRIAGE
 
 from triage.supervisor.processes import AttemptProcesses
 
 WORKLOAD = Path(__file__).parent / "workloads" / "escaping_children.py"
-TRIAGE = [sys.executable, "-m", "triage.cli"]
 
 
 def _with_marker(marker: str) -> list[int]:

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from triage.ports import free_port
 from triage.trainer_hooks import MonitorConfig, TrainingMonitor
 from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.collective_timing import busbw_factor
@@ -28,20 +29,12 @@ def read_spool(data_dir: Path, table: str) -> pa.Table:
 
 
 @pytest.fixture
-def world1(unused_port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(unused_port))
+def world1(monkeypatch):
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
-
-
-@pytest.fixture
-def unused_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_steps_collectives_events_and_heartbeats_reach_the_spool(tmp_path, world1):
