@@ -2,7 +2,7 @@
 
 The agent's loop feeds `ExporterState` with collector records and job progress; a custom
 collector turns that state into the families of `metric_catalog` when Prometheus scrapes. One
-process owns it (prometheus_client's multiprocess mode has no custom collectors, FIELD-NOTES.md).
+process owns it (prometheus_client's multiprocess mode has no custom collectors, docs/field-facts.md).
 Counters the alert rules watch with `increase()` are created at 0 as soon as their GPU, job or
 collector is known, since a series born at 1 never shows an increase.
 """

@@ -7,7 +7,7 @@ from it, `alerts/triage-rules.yml` may only reference what it lists (checked by
 
 Exporter obligations the alert rules depend on:
 - `increase()` cannot see a counter's first increment when the series is born at 1
-  (FIELD-NOTES.md), so every counter in `PRECREATED` gets one series per listed label value,
+  (docs/field-facts.md), so every counter in `PRECREATED` gets one series per listed label value,
   at 0, as soon as its GPU, job or collector is known.
 - A source the agent cannot read is reported as unavailable (`triage_gpu_up 0`,
   `triage_collector_errors_total` rising), never as zeros: a blind watcher must not look healthy.
@@ -63,7 +63,7 @@ class MetricFamily:
         return self.labels
 
 
-#: Base units a name may end in (ARCHITECTURE.md), before a counter's `_total`.
+#: Base units a name may end in (docs/architecture.md), before a counter's `_total`.
 BASE_UNITS = ("seconds", "bytes", "celsius", "watts", "joules", "hertz", "ratio")
 
 #: Identity of a GPU series. `simulated` is "true" for the simulated backend, so Alertmanager
@@ -74,12 +74,13 @@ RANK_LABELS = ("job", "rank", "node")
 JOB_LABELS = ("job",)
 AGENT_LABELS = ("node",)
 
-#: Xids the alert rules act on (FIELD-NOTES.md, failure-taxonomy.md). The exporter creates a
+#: Xids the alert rules act on (docs/field-facts.md, docs/failure-taxonomy.md). The exporter creates a
 #: zero `triage_gpu_xid_errors_total` series for each of them on every GPU at start.
 ALERTED_XIDS = ("48", "62", "63", "64", "74", "79", "92", "94", "95", "119", "120", "140", "143", "154")
 
-#: NVML clock-event reasons (FIELD-NOTES.md bit names). `idle` and `sw_power_cap` under load
-#: are normal; the rules alert on the others.
+#: NVML clock-event reasons (docs/field-facts.md bit names). `idle` and `sw_power_cap` under load
+#: are normal, `sync_boost` is by design; the rules alert on the four health reasons (hw_slowdown,
+#: sw_thermal, hw_thermal, hw_power_brake).
 CLOCK_EVENT_REASONS = (
     "idle",
     "sw_power_cap",
@@ -97,7 +98,7 @@ ECC_TYPES = ("corrected", "uncorrected")
 #: matter only at high rates (DCGM), replays and recoveries at any sustained rate.
 NVLINK_ERROR_KINDS = ("crc", "replay", "recovery")
 
-#: The closed set of values each bounded label takes (ARCHITECTURE.md: no unbounded labels).
+#: The closed set of values each bounded label takes (docs/architecture.md: no unbounded labels).
 #: `node`, `gpu`, `uuid`, `job`, `rank`, `collector` and `xid` are bounded by the cluster and
 #: the driver; `kind` depends on the family (`MetricFamily.label_values`).
 LABEL_VALUES: dict[str, tuple[str, ...]] = {

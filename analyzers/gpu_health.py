@@ -2,7 +2,7 @@
 
 Each finding is tied to the job's ranks on that (node, gpu), so root cause can let the hardware
 fault outrank the software error the same rank printed. Xids are grouped into bursts per GPU
-(FIELD-NOTES.md: < 3 min of silence) and a burst is named after its most severe Xid, mapped with
+(docs/field-facts.md: < 3 min of silence) and a burst is named after its most severe Xid, mapped with
 the classifier's Xid table so both paths agree. Xid 74 can be sympathetic to the GPU at the other
 end of the link: when several GPUs of a node report it together, the node is blamed, not one GPU.
 """

@@ -3,7 +3,7 @@
 Two levels, both pure: `classify_line` names what one line says (category, strength, signature,
 and the rank/node/GPU printed on it) so that cross-rank analyzers can reuse it; `classify_lines`
 (or the streaming `LogClassifier` behind it) reads a whole log and applies the attribution rules
-of failure-taxonomy.md: root cause, not symptom; a hardware fault on the GPU or host wins over
+of docs/failure-taxonomy.md: root cause, not symptom; a hardware fault on the GPU or host wins over
 the software errors it causes (kernel and application logs share no clock, so "within the
 correlation window" is the whole log); otherwise the earliest causal line wins; the watchdog
 timeouts and peer resets every other rank prints are consequences, never the cause.

@@ -4,7 +4,7 @@ One table, so adding a form seen in the wild is one row. Each row says how stron
 supports its category and whether it is a *symptom* (a line every rank prints once something else
 went wrong: watchdog timeouts, "connection reset by peer", torchrun's SIGKILL summary). Symptoms
 decide a verdict only when no causal line is present; that is how an NCCL watchdog timeout on
-every rank does not outvote one rank's ECC error. Xid lines are mapped per code (FIELD-NOTES.md).
+every rank does not outvote one rank's ECC error. Xid lines are mapped per code (docs/field-facts.md).
 """
 
 from __future__ import annotations
@@ -835,7 +835,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
-#: Xid number -> (category, strength, meaning). Per FIELD-NOTES.md: 79/119/120 (and the other
+#: Xid number -> (category, strength, meaning). Per docs/field-facts.md: 79/119/120 (and the other
 #: "GPU stopped answering" codes) drain the GPU; 48/63/64/92/94/95 are memory; 74 is NVLink;
 #: 13/31/43 are application-side CUDA faults unless they repeat on the same GPU; 45 only
 #: follows another Xid and so is a symptom. Codes not listed are not classified.

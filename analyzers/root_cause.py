@@ -1,6 +1,6 @@
 """Cross-rank root cause: every analyzer's findings about an attempt become its incidents.
 
-The rules of attribution (failure-taxonomy.md), applied to the fatal findings of one attempt:
+The rules of attribution (docs/failure-taxonomy.md), applied to the fatal findings of one attempt:
 - symptoms (watchdog timeouts, peer resets) and hangs explain nothing while a causal fault
   exists: a collective timeout on the other ranks is a consequence of the culprit's fault;
 - the earliest causal fault leads; among the faults within the correlation window after it, the

@@ -6,7 +6,7 @@ and never asked again: its fields stay None and are listed in `unsupported`, wit
 instead of an error every interval. `GpuIsLost` marks the GPU down for good (a `gpu_lost` event,
 then `gpu_up=False` samples); other errors leave that field None for that interval only.
 Xid events come from NVML's event API on a thread that waits with a timeout, so `close()` stops it
-promptly; NVML delivers no event from before registration (FIELD-NOTES.md).
+promptly; NVML delivers no event from before registration (docs/field-facts.md).
 """
 
 from __future__ import annotations

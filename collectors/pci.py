@@ -2,7 +2,7 @@
 
 NVML gives `00000000:3B:00.0` (8-digit domain, upper case, with function); the driver's Xid
 lines give `PCI:0000:3b:00` (4-digit domain, no function); old drivers drop the `PCI:` prefix;
-domains other than 0000 occur (FIELD-NOTES.md). Both become `dddd:bb:dd` in lower case.
+domains other than 0000 occur (docs/field-facts.md). Both become `dddd:bb:dd` in lower case.
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ Flat so the store can map each field to a column and the exporter each numeric f
 metric without knowing which collector produced it. Units are fixed here once (bytes, seconds,
 watts, joules, hertz, celsius, ratios in [0, 1]). A reading that a device does not support is
 `None` and named in `unsupported`, never 0: a zero would read as "healthy" ("a blind watcher must
-not look healthy", ARCHITECTURE.md).
+not look healthy", docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-#: Clock-event ("throttle") reason bits as NVML defines them (FIELD-NOTES.md), in the order the
+#: Clock-event ("throttle") reason bits as NVML defines them (docs/field-facts.md), in the order the
 #: decoded flags appear on `GpuSample`.
 CLOCK_EVENT_BITS: dict[str, int] = {
     "clock_event_idle": 0x1,
@@ -23,7 +23,9 @@ CLOCK_EVENT_BITS: dict[str, int] = {
     "clock_event_hw_power_brake": 0x80,
 }
 
-#: Reasons that mean the GPU is being held back for its health, not by design (FIELD-NOTES.md).
+#: Reasons that mean the GPU is being held back for its health, not by design. NOTE: leaves out
+#: SW thermal 0x20, which docs/field-facts.md counts (as THROTTLE_MASK in triage/store/job_data.py,
+#: the dashboard and the alert rules do); unused at present.
 HEALTH_CLOCK_EVENT_MASK = 0x8 | 0x40 | 0x80
 
 #: Xids after which the GPU no longer answers (fallen off the bus, GSP timeout/error).

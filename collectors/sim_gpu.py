@@ -1,7 +1,7 @@
 """Simulated GPUs for machines without any: same interface and records as the NVML collector.
 
 N H100-class GPUs per node (80 GB HBM3, 700 W limit, slowdown 89 C / shutdown 92 C as read on
-Hopper SXM, FIELD-NOTES.md) whose readings follow the load the agent reports per GPU, and which
+Hopper SXM, docs/field-facts.md) whose readings follow the load the agent reports per GPU, and which
 act out the hardware faults the trainer's `--inject` writes to the fault schedule
 (`triage.fault_schedule`). Every record says `simulated=True`, the UUIDs start `GPU-SIM-` and the
 name says "triage simulator": nothing here may pass for hardware. Each Xid is also written as the

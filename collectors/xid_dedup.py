@@ -1,5 +1,5 @@
 """Merge the two reports of one Xid: NVML's event (number and device only) and the kernel log's
-line (text, pid, subcodes). FIELD-NOTES.md: use both sources and de-duplicate.
+line (text, pid, subcodes). docs/field-facts.md: use both sources and de-duplicate.
 
 Repeats from the same source are kept: a burst of Xid 45 lines is a burst, not one event.
 """

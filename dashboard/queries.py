@@ -256,7 +256,8 @@ def gpu_health_word(sample: dict) -> str:
     return "ok"
 
 
-#: NVML clock-event reason bits (FIELD-NOTES.md) -> (name, whether it is a health signal).
+#: NVML clock-event reason bits (docs/field-facts.md) -> name; `HEALTH_REASON_BITS`: name -> whether
+#: it is a health signal (HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80).
 CLOCK_EVENT_REASONS: dict[int, str] = {
     0x1: "idle",
     0x4: "sw power cap",

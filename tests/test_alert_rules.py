@@ -2,7 +2,7 @@
 
 promtool checks the rules' syntax and runs alerts/tests/*.yml; the checks here hold what
 promtool cannot see: every metric and label a rule uses is in agent/metric_catalog.py, names
-follow ARCHITECTURE.md's rules, categories and actions match the taxonomy, every runbook link
+follow docs/architecture.md's rules, categories and actions match the taxonomy, every runbook link
 resolves, every alert has a unit test, and the README lists the catalog.
 """
 

@@ -1,4 +1,4 @@
-"""The one-way import rule (ARCHITECTURE.md), checked on the source so it cannot drift.
+"""The one-way import rule (docs/architecture.md), checked on the source so it cannot drift.
 
 Data flows hooks/collectors -> store -> analyzers -> faces; a module may import only its own
 layer or lower ones. Imports inside functions count too (a lazy import is still an import).

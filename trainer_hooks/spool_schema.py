@@ -17,7 +17,7 @@ allocation alone, and the spool lives only seconds when an agent or supervisor i
 The store, read for months, is compressed Parquet. Segments written by Triage before this
 layout, one Parquet file per table named `<seq:08d>.<table>.parquet`, are still read.
 
-Every row carries the identity columns (ARCHITECTURE.md "Identity"); times are unix seconds
+Every row carries the identity columns (docs/architecture.md "Identity"); times are unix seconds
 (float64) from `time.time()`, durations seconds, sizes bytes.
 """
 

@@ -1,7 +1,7 @@
 """The `triage` command line.
 
 Subcommands are imported only when chosen, so `triage --help` stays fast and a command's heavy
-imports (torch, streamlit) are paid only by that command. Exit codes (ARCHITECTURE.md): 0 ok,
+imports (torch, streamlit) are paid only by that command. Exit codes (docs/architecture.md): 0 ok,
 1 the job/analysis found a failure where that is the point, 2 bad usage or bad input.
 """
 

@@ -43,7 +43,7 @@ class ConfigError(ValueError):
 
 
 def data_dir_from_env(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """`--data-dir` wins, then `TRIAGE_DATA_DIR`, then `./triage-data` (ARCHITECTURE.md)."""
+    """`--data-dir` wins, then `TRIAGE_DATA_DIR`, then `./triage-data` (docs/architecture.md)."""
     return Path(explicit or os.environ.get(ENV_DATA_DIR) or DEFAULT_DATA_DIR)
 
 

@@ -1,6 +1,6 @@
 """The failure taxonomy as code: the one source for categories, layers and default actions.
 
-`tests/test_taxonomy.py` holds this table equal to `shared/failure-taxonomy.md`, so the CLI's
+`tests/test_taxonomy.py` holds this table equal to `docs/failure-taxonomy.md`, so the CLI's
 JSON, the store, Prometheus labels and the dashboard cannot drift from the contract.
 """
 

@@ -330,7 +330,7 @@ SELECT c.* FROM c JOIN split USING (attempt, step) ORDER BY c.step, c.rank
 LIMIT {MAX_DETAIL_ROWS}
 """
 
-#: Throttle reasons that hold a GPU back for its health (FIELD-NOTES.md): HW slowdown 0x8,
+#: Throttle reasons that hold a GPU back for its health (docs/field-facts.md): HW slowdown 0x8,
 #: SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
 THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
