@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -108,5 +109,6 @@ def _str(v: object) -> str | None:
     return None if v is None or pd.isna(v) else str(v)
 
 
-def _int(v: object) -> int | None:
-    return None if v is None or pd.isna(v) else int(v)  # type: ignore[arg-type]
+def _int(v: Any) -> int | None:
+    """A pandas cell (a number, None or NaN) as an int, None when missing."""
+    return None if v is None or pd.isna(v) else int(v)

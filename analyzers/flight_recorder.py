@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -50,7 +51,7 @@ def _members(value: object) -> tuple[int, ...] | None:
         return None
 
 
-def _groups(detail: dict[str, object]) -> dict[str, GroupState]:
+def _groups(detail: dict[str, Any]) -> dict[str, GroupState]:
     out = {}
     for g in detail.get("groups") or []:
         if not isinstance(g, dict):
@@ -111,7 +112,7 @@ def _group_finding(
         return None
     w = states[waiting[0]]
     op = w.op or "a collective"
-    t = min((states[r].created for r in waiting if states[r].created), default=None)
+    t = min((created for r in waiting if (created := states[r].created)), default=None)
     first = culprits[0]
     culprit = rank_culprit(job, attempt, first)
     if behind:

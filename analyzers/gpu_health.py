@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any, TypeAlias
 
 import pandas as pd
 
@@ -51,7 +52,7 @@ def _xid_meaning(row: pd.Series) -> tuple[Category, float, str] | None:
 
 
 def _bursts(events: pd.DataFrame, gap_s: float) -> list[pd.DataFrame]:
-    out = []
+    out: list[pd.DataFrame] = []
     for _, g in events.groupby(["node", "gpu", "_attempt"], dropna=False, sort=True):
         g = g.sort_values("time")
         burst_id = (g["time"].diff() > gap_s).cumsum()
@@ -59,9 +60,13 @@ def _bursts(events: pd.DataFrame, gap_s: float) -> list[pd.DataFrame]:
     return out
 
 
-def _rated_bursts(events: pd.DataFrame, gap_s: float) -> list[tuple]:
+#: (category, strength, meaning, worst row, burst), as `_rated_bursts` returns them.
+_RatedBurst: TypeAlias = tuple[Category, float, str, pd.Series, pd.DataFrame]
+
+
+def _rated_bursts(events: pd.DataFrame, gap_s: float) -> list[_RatedBurst]:
     """(category, strength, meaning, worst row, burst) per burst that the Xid table rates."""
-    bursts = []
+    bursts: list[_RatedBurst] = []
     for burst in _bursts(events, gap_s):
         rated = [(m, row) for _, row in burst.iterrows() if (m := _xid_meaning(row)) is not None]
         if rated:
@@ -158,7 +163,7 @@ def xid_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     return findings
 
 
-def _inherited_xids(job: JobData, bursts: list[tuple], cfg: AnalyzerConfig) -> list[Finding]:
+def _inherited_xids(job: JobData, bursts: list[_RatedBurst], cfg: AnalyzerConfig) -> list[Finding]:
     """Xid bursts from before the run on GPUs it was placed on: conditions, not causes."""
     found: list[Finding] = []
     for category, _, meaning, worst, burst in bursts:
@@ -182,7 +187,7 @@ def _inherited_xids(job: JobData, bursts: list[tuple], cfg: AnalyzerConfig) -> l
     return found
 
 
-def _nvlink_shared_nodes(bursts: list, gap_s: float) -> set[str]:
+def _nvlink_shared_nodes(bursts: list[_RatedBurst], gap_s: float) -> set[str]:
     """Nodes where Xid 74 bursts on more than one GPU overlap in time."""
     by_node: dict[str, list[tuple[float, float, object]]] = defaultdict(list)
     for _, _, _, worst, burst in bursts:
@@ -354,8 +359,9 @@ def sample_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     return findings
 
 
-def _n(v: object) -> int:
-    return 0 if v is None or pd.isna(v) else int(v)  # type: ignore[arg-type]
+def _n(v: Any) -> int:
+    """A pandas cell (a number, None or NaN) as an int, 0 when missing."""
+    return 0 if v is None or pd.isna(v) else int(v)
 
 
 def gpu_health_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:

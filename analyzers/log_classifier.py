@@ -15,6 +15,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from triage.analyzers.log_signatures import (
     APP_SIDE_XIDS,
@@ -370,9 +371,10 @@ class LogClassifier:
 def _ranges(ranks: Sequence[int]) -> str:
     """[0, 1, 2, 4] -> '0-2,4': a 512-rank cascade stays one readable sentence."""
     parts: list[str] = []
-    start = prev = None
+    start: int | None = None
+    prev: int | None = None
     for r in ranks:
-        if start is None:
+        if start is None or prev is None:
             start = prev = r
         elif r == prev + 1:
             prev = r
@@ -384,7 +386,10 @@ def _ranges(ranks: Sequence[int]) -> str:
     return ",".join(parts)
 
 
-def _add_bounded(seen: set, value: object) -> None:
+_T = TypeVar("_T")
+
+
+def _add_bounded(seen: set[_T], value: _T) -> None:
     """Remember `value` while fewer than `MAX_DISTINCT` are remembered: a log of a million
     distinct rank prefixes or host names costs a bounded set, not one entry per line."""
     if len(seen) < MAX_DISTINCT:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from triage.taxonomy import Category
 
@@ -873,18 +874,22 @@ XID_RE = re.compile(
 _KEYWORDS = sorted({k for s in SIGNATURES for k in s.keywords} | {"xid"}, key=len, reverse=True)
 
 
+#: A character trie: each key is the next character ("" marks the end of a word).
+_Trie: TypeAlias = dict[str, "_Trie"]
+
+
 def _trie_pattern(words: list[str]) -> str:
     """One regex for many literals, factored by common prefix: a flat alternation of a hundred
     keywords is tried keyword by keyword at every position, a trie branches once per character.
     The longest keyword wins at a position, as in a longest-first alternation."""
-    trie: dict[str, dict] = {}
+    trie: _Trie = {}
     for w in words:
         node = trie
         for ch in w:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def emit(node: dict[str, dict]) -> str:
+    def emit(node: _Trie) -> str:
         ends = "" in node
         branches = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
         if not branches:

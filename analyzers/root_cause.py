@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from triage.analyzers.config import AnalyzerConfig
@@ -43,11 +44,12 @@ class Incident:
 
 
 def _causal(fatal: list[Finding]) -> list[Finding]:
-    for keep in (
+    rules: tuple[Callable[[Finding], bool], ...] = (
         lambda f: not f.symptom and f.verdict.category is not Category.COLLECTIVE_TIMEOUT,
         lambda f: not f.symptom,
         lambda f: True,
-    ):
+    )
+    for keep in rules:
         chosen = [f for f in fatal if keep(f)]
         if chosen:
             return chosen
@@ -144,7 +146,7 @@ def _fold_throttled_stragglers(advisory: list[Finding]) -> list[Finding]:
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
     """One incident per (category, culprit): the first, with the others' evidence."""
-    seen: dict[tuple, Finding] = {}
+    seen: dict[tuple[Category, int | None, str | None, int | None], Finding] = {}
     for f in sorted(findings, key=lambda f: f.time):
         c = f.verdict.culprit
         key = (f.verdict.category, c.rank, c.node, c.gpu)

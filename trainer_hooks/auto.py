@@ -69,7 +69,8 @@ class AutoInstrument:
                 self._loss = tensor
             return original_backward(tensor, *args, **kwargs)
 
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        # a wrapper that forwards *args/**kwargs, not the stub's exact signature
+        torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]
         import torch.nn.utils as nn_utils
         import torch.nn.utils.clip_grad as clip_grad
 
@@ -144,7 +145,8 @@ def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
     except (IndexError, KeyError):
         return torch.device("cpu")
     local = getattr(param, "_local_tensor", param)  # a DTensor's shard lives on the rank's GPU
-    return local.device
+    device: torch.device = local.device
+    return device
 
 
 def _own_step(optimizer: torch.optim.Optimizer) -> int | None:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 
 class RecordBuffer:
     def __init__(self, tables: Iterable[str], capacity: int) -> None:
         self.capacity = capacity
-        self._queues: dict[str, deque[tuple]] = {t: deque() for t in tables}
+        self._queues: dict[str, deque[tuple[Any, ...]]] = {t: deque() for t in tables}
         self.dropped: dict[str, int] = dict.fromkeys(self._queues, 0)
 
-    def put(self, table: str, row: tuple) -> bool:
+    def put(self, table: str, row: tuple[Any, ...]) -> bool:
         q = self._queues[table]
         if len(q) >= self.capacity:
             self.dropped[table] += 1
@@ -24,13 +25,13 @@ class RecordBuffer:
         q.append(row)
         return True
 
-    def drain(self, table: str, limit: int | None = None) -> list[tuple]:
+    def drain(self, table: str, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Take up to `limit` rows in arrival order (all that are there when called)."""
         q = self._queues[table]
         n = len(q) if limit is None else min(limit, len(q))
         return [q.popleft() for _ in range(n)]
 
-    def requeue_front(self, table: str, rows: list[tuple]) -> None:
+    def requeue_front(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         """Give rows back after a failed write so they are retried first; beyond capacity the
         oldest are dropped and counted, since memory is the one thing training must not run out of."""
         q = self._queues[table]

@@ -87,6 +87,10 @@ WRAPPED: dict[str, _OpSpec] = {
 }
 
 
+#: A `collectives` row up to its end: (seq, op, group, group size, bytes, dtype, step, enter).
+_Row = tuple[int, str, str, int, int, str, int | None, float]
+
+
 class CollectiveRecorder:
     """Installs the wrappers and records one `collectives` row per call into the buffer."""
 
@@ -99,8 +103,8 @@ class CollectiveRecorder:
         self._seq: dict[str, int] = {}
         self._groups: dict[int, tuple[str, int]] = {}
         self._inflight: dict[tuple[str, int], tuple[str, float]] = {}
-        self._pending_cuda: list[tuple[tuple, Any, Any, float]] = []
-        self._originals: dict[str, Callable] = {}
+        self._pending_cuda: list[tuple[_Row, Any, Any, float]] = []
+        self._originals: dict[str, Callable[..., Any]] = {}
         self._local = threading.local()
 
     # -- install -------------------------------------------------------------------------------
@@ -138,7 +142,7 @@ class CollectiveRecorder:
             self._groups[key] = cached
         return cached
 
-    def _wrap(self, original: Callable, spec: _OpSpec) -> Callable:
+    def _wrap(self, original: Callable[..., Any], spec: _OpSpec) -> Callable[..., Any]:
         recorder = self
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -166,7 +170,8 @@ class CollectiveRecorder:
             cuda = isinstance(data, torch.Tensor) and data.is_cuda
             start_ev = None
             if cuda and not async_op:
-                start_ev = torch.cuda.Event(enable_timing=True)
+                # torch.cuda.Event's constructor is unannotated
+                start_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start_ev.record()
             local.active = True
             try:
@@ -176,11 +181,12 @@ class CollectiveRecorder:
                 raise
             finally:
                 local.active = False
-            row = (seq, spec.op, gname, gsize, nbytes, _dtype(data), recorder.step, enter)
+            row: _Row = (seq, spec.op, gname, gsize, nbytes, _dtype(data), recorder.step, enter)
             if async_op and result is not None and hasattr(result, "get_future"):
                 recorder._complete_on_future(row, key, result)
             elif start_ev is not None:
-                end_ev = torch.cuda.Event(enable_timing=True)
+                # torch.cuda.Event's constructor is unannotated
+                end_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 end_ev.record()
                 recorder._pending_cuda.append((row, start_ev, end_ev, enter))
                 recorder._inflight.pop(key, None)
@@ -196,7 +202,7 @@ class CollectiveRecorder:
         wrapper.__doc__ = original.__doc__
         return wrapper
 
-    def _complete_on_future(self, row: tuple, key: tuple[str, int], work: Any) -> None:
+    def _complete_on_future(self, row: _Row, key: tuple[str, int], work: Any) -> None:
         try:
             fut = work.get_future()
         except Exception:  # noqa: BLE001 (no futures on this backend: completion unknown)
@@ -210,7 +216,7 @@ class CollectiveRecorder:
 
         fut.add_done_callback(done)
 
-    def _emit(self, row: tuple, end: float | None) -> None:
+    def _emit(self, row: _Row, end: float | None) -> None:
         enter = row[-1]
         algbw = busbw = None
         if end is not None and end > enter and row[4] > 0:

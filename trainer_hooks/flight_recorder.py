@@ -156,7 +156,8 @@ class FlightRecorderDumper:
             return False
         try:
             try:
-                from torch._C._distributed_c10d import _dump_fr_trace
+                # torch's stub for _distributed_c10d does not declare _dump_fr_trace
+                from torch._C._distributed_c10d import _dump_fr_trace  # type: ignore[attr-defined]
 
                 trace = pickle.loads(
                     _dump_fr_trace(includeCollectives=True, includeStackTraces=False, onlyActive=False)

@@ -20,7 +20,7 @@ from triage.trainer_hooks.auto import AutoInstrument, attach, detach
 from triage.trainer_hooks.config import MonitorConfig
 
 
-class TriageTrainerCallback(TrainerCallback):  # type: ignore[misc]
+class TriageTrainerCallback(TrainerCallback):
     def __init__(self, config: MonitorConfig | None = None) -> None:
         self.config = config
         self.hooks: AutoInstrument | None = None

@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -43,6 +43,9 @@ from triage.trainer_hooks.flight_recorder import FlightRecorderDumper
 from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
 from triage.trainer_hooks.flight_recorder import enabled as flight_recorder_enabled
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES, new_incarnation, writer_dir
+
+if TYPE_CHECKING:
+    from triage.trainer_hooks.spool_writer import SpoolWriter
 
 
 def _is_cuda(device: torch.device | None) -> bool:
@@ -156,9 +159,10 @@ def _host_scalar(x: Any) -> float | Callable[[], float | None] | None:
         if t.is_cuda:
             host = torch.empty((), dtype=torch.float64, pin_memory=True)
             host.copy_(t.reshape(()).double(), non_blocking=True)
-            ev = torch.cuda.Event()
+            # torch.cuda.Event's constructor and query() are unannotated
+            ev = torch.cuda.Event()  # type: ignore[no-untyped-call]
             ev.record()
-            return lambda: float(host) if ev.query() else None
+            return lambda: float(host) if ev.query() else None  # type: ignore[no-untyped-call]
         return float(t)
     return float(x)
 
@@ -191,10 +195,10 @@ class TrainingMonitor:
         )
         self.buffer = RecordBuffer(SPOOL_TABLES, cfg.buffer_capacity)
         self._collectives = CollectiveRecorder(self.buffer)
-        self._writer = None
+        self._writer: SpoolWriter | None = None
         self._timer = StepTimer(self)
         self._canary = Canary(self.device) if cfg.canary_every else None
-        self._pending: list[tuple[tuple, Any, Any, Any]] = []  # step rows awaiting CUDA scalars
+        self._pending: list[tuple[tuple[Any, ...], Any, Any, Any]] = []  # step rows awaiting CUDA scalars
         self._pending_canary: list[tuple[int, float, torch.Tensor, Any]] = []  # (.., CUDA event)
         self.last_step: int | None = None
         self._flagged_step: int | None = None  # the step whose non-finite value is reported
@@ -202,7 +206,7 @@ class TrainingMonitor:
         self._first_step_seen = False
         self._closed = False
         self._reported_drops = 0
-        self._prev_excepthook: Callable | None = None
+        self._prev_excepthook: Callable[..., Any] | None = None
         self._prev_sigterm: Any = None
         self._fr = (
             FlightRecorderDumper(fr_dump_dir(cfg.data_dir, cfg.job_id, cfg.run_id, cfg.attempt), cfg.rank)
@@ -373,7 +377,7 @@ class TrainingMonitor:
             result = self._canary.run()
             ready = None
             if result.is_cuda:
-                ready = torch.cuda.Event()
+                ready = torch.cuda.Event()  # type: ignore[no-untyped-call]  # unannotated in torch
                 ready.record()
             self._pending_canary.append((t.step, time.time(), result, ready))
 
@@ -382,14 +386,14 @@ class TrainingMonitor:
         (read later by the writer thread, and flagged when their step row is written)."""
         if isinstance(value, torch.Tensor) and value.is_cuda:
             return value
-        v = _host_scalar(value)
+        v = cast("float | None", _host_scalar(value))  # not a CUDA tensor: never a reader
         if v is not None and not math.isfinite(v) and self._flagged_step != step:
             self._flagged_step = step
             self.event("nonfinite", f"non-finite {name}={v} at step {step}", step=step, **{name: str(v)})
         return v
 
     def _emit_step(
-        self, base: tuple, loss: float | None, gnorm: float | None, peak: int, mfu: float | None
+        self, base: tuple[Any, ...], loss: float | None, gnorm: float | None, peak: int, mfu: float | None
     ) -> None:
         nonfinite = any(v is not None and not math.isfinite(v) for v in (loss, gnorm))
         self.buffer.put("steps", base + (loss, gnorm, nonfinite, peak, mfu))

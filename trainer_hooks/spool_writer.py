@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,7 +27,7 @@ class SpoolWriter:
     def __init__(
         self,
         directory: Path,
-        identity: tuple,
+        identity: tuple[Any, ...],
         buffer: RecordBuffer,
         flush_interval_s: float,
         on_tick: Callable[[], None] | None = None,
@@ -86,7 +87,7 @@ class SpoolWriter:
                 self.last_error = None
                 self._reported = False
 
-    def _write(self, drained: dict[str, list[tuple]]) -> None:
+    def _write(self, drained: dict[str, list[tuple[Any, ...]]]) -> None:
         tables = {}
         for table, rows in drained.items():
             schema = SPOOL_TABLES[table]

@@ -16,7 +16,10 @@ import socket
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 ENV_JOB_ID = "TRIAGE_JOB_ID"
 #: The run: one `triage run` launch of a job (a job id names a job; launching it again is a new
@@ -51,11 +54,12 @@ def node_name() -> str:
     return os.environ.get(ENV_NODE) or socket.gethostname()
 
 
-C = TypeVar("C")
+C = TypeVar("C", bound="DataclassInstance")
 
 
-def _flag(f: dataclasses.Field) -> str:
-    return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+def _flag(f: dataclasses.Field[Any]) -> str:
+    flag: str = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+    return flag
 
 
 def _base_type(tp: Any) -> Any:
@@ -113,4 +117,4 @@ def config_from_args(cls: type[C], args: argparse.Namespace, **overrides: Any) -
             if v is None and f.default_factory is not dataclasses.MISSING:
                 continue
             values[f.name] = v
-    return cls(**values)  # type: ignore[call-arg]
+    return cls(**values)

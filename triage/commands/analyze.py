@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from datetime import datetime
+from typing import Any, cast
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
@@ -106,7 +107,7 @@ def _t(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _culprit(c: dict) -> str:
+def _culprit(c: dict[str, Any]) -> str:
     parts = [f"{k} {c[k]}" for k in ("rank", "node", "gpu") if c.get(k) is not None]
     if c.get("uuid"):
         parts.append(str(c["uuid"]))
@@ -215,7 +216,7 @@ def print_report(a: JobAnalysis) -> None:
             gt.add_row(
                 str(row["node"]),
                 str(row["gpu"]),
-                ",".join(map(str, row["ranks"])),
+                ",".join(map(str, cast("list[int]", row["ranks"]))),
                 str(row["samples"]),
                 "-" if row["max_temperature_celsius"] is None else f"{row['max_temperature_celsius']:.0f} C",
                 "-" if row["throttled_share"] is None else f"{row['throttled_share']:.0%}",

@@ -21,6 +21,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from triage.config import ConfigError, data_dir_from_env
 from triage.fault_schedule import append_reset
@@ -41,7 +42,7 @@ from triage.supervisor.quarantine import QuarantineConfig, offences
 def _common(parser: argparse.ArgumentParser, *, inherited: bool) -> None:
     """--data-dir and --json, before or after the action (`inherited`: the action's copy,
     which keeps what was given before it)."""
-    keep = {"default": argparse.SUPPRESS} if inherited else {}
+    keep: dict[str, Any] = {"default": argparse.SUPPRESS} if inherited else {}
     parser.add_argument(
         "--data-dir", help="Triage data directory (default: $TRIAGE_DATA_DIR or ./triage-data)", **keep
     )

@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -84,7 +85,7 @@ class IngestReport:
         self.refused += other.refused
         self.dropped_columns = sorted(set(self.dropped_columns) | set(other.dropped_columns))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "total_rows": self.total_rows}
 
 
@@ -131,7 +132,7 @@ def _valid_job_dir(name: str) -> bool:
 _LEVELS = (_valid_job_dir, str.isdigit, lambda name: _WRITER_DIR_RE.match(name) is not None)
 
 
-def _named(path: Path, level: int, writer: StoreWriter, report: IngestReport) -> list[os.DirEntry]:
+def _named(path: Path, level: int, writer: StoreWriter, report: IngestReport) -> list[os.DirEntry[str]]:
     """The subdirectories of `path` whose names this level allows. Any other directory (a
     name that is not UTF-8, `..`-like, another tool's folder) and any entry that cannot be
     looked at (a symlink loop) is moved to the partition's quarantine and reported, so that no

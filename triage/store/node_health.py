@@ -75,7 +75,7 @@ class HealthEntry:
             evidence = json.loads(raw) if isinstance(raw, str) else []
         except ValueError:
             evidence = [raw]
-        values = {k: row.get(k) for k in cls.__dataclass_fields__ if k != "evidence"}
+        values: dict[str, Any] = {k: row.get(k) for k in cls.__dataclass_fields__ if k != "evidence"}
         for k in ("gpu", "xid", "attempt"):
             values[k] = None if values[k] is None else int(values[k])
         values["time"] = float(values["time"])

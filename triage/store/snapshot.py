@@ -308,7 +308,9 @@ class Snapshot:
         return not any(self.row_files.values())
 
     def count(self, table: str) -> int:
-        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        assert row is not None  # count(*) always returns one row
+        return int(row[0])
 
     def jobs(self) -> list[JobSummary]:
         return self._typed(JobSummary, "SELECT * FROM jobs ORDER BY start_time DESC NULLS LAST, job_id")

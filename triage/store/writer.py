@@ -312,7 +312,7 @@ class StoreWriter:
             return 0
         segment = self.stage_arrow(table, data)
         self.commit([segment] if segment else [])
-        return data.num_rows
+        return int(data.num_rows)
 
     def append_records(self, records: Iterable[Any]) -> dict[str, int]:
         """Store collector records (`collectors.records`), each type in its table, in one commit."""

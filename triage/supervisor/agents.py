@@ -78,7 +78,7 @@ class Agents:
         self.nodes = list(nodes)
         self.data_dir = data_dir
         self.gpu, self.sim_gpus, self.interval_s = gpu, sim_gpus, interval_s
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self._next_start: dict[str, float] = {}
         self._waiting: set[str] = set()

@@ -108,15 +108,15 @@ class SupervisorConfig:
         for flag, value in {"--backoff": self.backoff, "--grace": self.grace}.items():
             if value < 0:
                 raise ConfigError(f"{flag} must be >= 0, got {value}")
-        for flag, value in {
+        for flag, optional in {
             "--hang-timeout": self.hang_timeout,
             "--startup-timeout": self.startup_timeout,
             "--score-interval": self.score_interval,
             "--log-max-mb": self.log_max_mb,
             "--agent-interval": self.agent_interval,
         }.items():
-            if value is not None and value <= 0:
-                raise ConfigError(f"{flag} must be > 0, got {value}")
+            if optional is not None and optional <= 0:
+                raise ConfigError(f"{flag} must be > 0, got {optional}")
         if self.sim_gpus < 1:
             raise ConfigError(f"--sim-gpus must be >= 1, got {self.sim_gpus}")
         if self.agent_gpu not in AGENT_GPUS:

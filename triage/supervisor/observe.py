@@ -109,6 +109,7 @@ def read_attempt_progress(
         fault = None
         if since is not None:
             fault = snap.con.execute(_GPU_FAULT_SQL, {**params, "since": since}).fetchone()
+    assert row is not None  # an aggregate without GROUP BY always returns one row
     first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
     return Progress(
         None if first_step is None else int(first_step),

@@ -152,7 +152,11 @@ def _signal_all(pids: Collection[int], signum: int) -> None:
 def rank_pids(procs: Sequence[JobProcess]) -> dict[int, int]:
     """rank -> pid of the rank's own process (not its DataLoader workers, which inherit RANK)."""
     by_pid = {p.pid: p for p in procs if p.rank is not None}
-    return {p.rank: p.pid for p in by_pid.values() if p.ppid not in by_pid or by_pid[p.ppid].rank != p.rank}
+    return {
+        p.rank: p.pid
+        for p in by_pid.values()
+        if p.rank is not None and (p.ppid not in by_pid or by_pid[p.ppid].rank != p.rank)
+    }
 
 
 class AttemptProcesses:

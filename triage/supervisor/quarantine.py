@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from triage.config import ConfigError
 from triage.store.node_health import (
@@ -122,7 +123,7 @@ def decide(
     if node is None:
         return None
     state = current_state(ledger)
-    common = dict(
+    common: dict[str, Any] = dict(
         time=now,
         node=node,
         state=QUARANTINED,
@@ -232,7 +233,8 @@ def _xid(verdict: Verdict) -> int | None:
 
 
 def _evidence(verdict: Verdict) -> list[dict[str, object]]:
-    return verdict.to_dict()["evidence"][:_EVIDENCE_KEPT]
+    evidence: list[dict[str, object]] = verdict.to_dict()["evidence"][:_EVIDENCE_KEPT]
+    return evidence
 
 
 def _clock(t: float) -> str:
