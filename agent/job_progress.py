@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +117,7 @@ _RANK_FIELDS = {
 _TIME = {"ranks": "start_time", "heartbeats": "time"}
 
 
-def _merge(a: RankUpdate, row: dict) -> RankUpdate:
+def _merge(a: RankUpdate, row: dict[str, Any]) -> RankUpdate:
     """`a` with the values `row` adds. Tables are read ranks first, so the first value seen
     wins: the ranks table's LOCAL_RANK before another row's gpu index."""
     values = {
@@ -129,7 +129,7 @@ def _merge(a: RankUpdate, row: dict) -> RankUpdate:
     return RankUpdate(**{**a.__dict__, **values})
 
 
-def read_progress(files: dict[str, Sequence[str | os.PathLike[str]]]) -> ProgressBatch:
+def read_progress(files: Mapping[str, Sequence[str | os.PathLike[str]]]) -> ProgressBatch:
     """Aggregate the given segment files (table -> paths) of the progress tables."""
     batch = ProgressBatch()
     merged: dict[tuple[str, str, int, int], RankUpdate] = {}
@@ -226,7 +226,8 @@ def _rank_fields(table: str, ranks: pa.Table) -> list[dict[str, Any]]:
     """The rows of `_per_rank` as dicts of RankUpdate fields."""
     fields = _RANK_FIELDS[table]
     ranks = ranks.select([*_KEYS, *(column for column, _ in fields.values())])
-    return ranks.rename_columns([*_KEYS, *fields]).to_pylist()
+    rows: list[dict[str, Any]] = ranks.rename_columns([*_KEYS, *fields]).to_pylist()
+    return rows
 
 
 def _count_steps(rows: pa.Table, batch: ProgressBatch) -> pa.Table:

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from triage.agent.config import AgentConfig
@@ -70,7 +70,7 @@ class NodeAgent:
         config: AgentConfig,
         *,
         clock: Callable[[], float] = time.time,
-        extra_collectors: list[Collector] = (),
+        extra_collectors: Sequence[Collector] = (),
     ) -> None:
         self.config = config
         self.clock = clock
@@ -115,8 +115,8 @@ class NodeAgent:
             raise
         collectors.extend(extra_collectors)
         self.collectors = [ScheduledCollector(c, config.interval, config.backoff_max) for c in collectors]
-        for c in self.collectors:
-            self.state.register_collector(c.name)
+        for scheduled in self.collectors:
+            self.state.register_collector(scheduled.name)
         start = clock()
         self._next_store = start + config.store_interval
         self._next_maintenance = start + config.maintenance_interval

@@ -21,6 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -67,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -117,7 +119,7 @@ class SpoolRanks:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
-    def _table(rank: int, table: str, rows: list[dict]) -> pa.Table:
+    def _table(rank: int, table: str, rows: list[dict[str, Any]]) -> pa.Table:
         schema = SPOOL_TABLES[table]
         ident = {"job_id": JOB, "attempt": 0, "rank": rank, "node": NODE, "gpu": rank}
         full = [{**ident, **row} for row in rows]
@@ -199,7 +201,8 @@ class SpoolRanks:
                 self.record_scores()
 
 
-def _wait_serving(proc: subprocess.Popen, port: int, timeout: float = 60.0) -> None:
+def _wait_serving(proc: subprocess.Popen[str], port: int, timeout: float = 60.0) -> None:
+    assert proc.stderr is not None  # started with stderr=PIPE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -212,7 +215,7 @@ def _wait_serving(proc: subprocess.Popen, port: int, timeout: float = 60.0) -> N
     raise RuntimeError(f"nothing served on port {port} within {timeout} s")
 
 
-def measure(cfg: AgentBenchConfig) -> dict:
+def measure(cfg: AgentBenchConfig) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="triage-bench-agent-") as tmp:
         data = Path(tmp)
         agent_port, floor_port = _free_port(), _free_port()
@@ -285,6 +288,7 @@ def measure(cfg: AgentBenchConfig) -> dict:
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+        assert agent.stderr is not None  # started with stderr=PIPE
         agent_log = agent.stderr.read()
         if not alive:
             raise RuntimeError(f"the agent exited during the run: {agent_log[-2000:]}")

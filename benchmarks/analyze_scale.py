@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,11 @@ from triage.config import ConfigError, add_config_args, config_from_args
 from triage.store import StoreWriter, open_snapshot
 from triage.store.job_data import load_job
 from triage.store.schema import table_spec
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_T = TypeVar("_T")
 
 JOB, NODE = "scale-job", "scale-node"
 
@@ -75,7 +81,7 @@ def _chunk(cfg: AnalyzeScaleConfig, ranks: np.ndarray, rng: np.random.Generator)
     n = len(r)
     t0 = 1.7e9 + s * 1.0
     step_time = 0.9 + rng.random(n) * 0.05 + np.where(r == 7, 0.3, 0.0)
-    ident = lambda k, rr: {  # noqa: E731
+    ident: Callable[[int, np.ndarray], dict[str, np.ndarray | pa.Array]] = lambda k, rr: {  # noqa: E731
         "job_id": pa.array([JOB]).take(np.zeros(k, dtype=np.int64)),
         "attempt": np.zeros(k),
         "rank": rr,
@@ -143,7 +149,7 @@ def generate(data_dir: Path, cfg: AnalyzeScaleConfig, progress: Callable[[int], 
     return rows
 
 
-def _timed(fn: Callable[[], object], repeat: int) -> tuple[float, float, object]:
+def _timed(fn: Callable[[], _T], repeat: int) -> tuple[float, float, _T]:
     """(cold seconds, best warm seconds, result)."""
     start = time.perf_counter()
     result = fn()
@@ -156,7 +162,7 @@ def _timed(fn: Callable[[], object], repeat: int) -> tuple[float, float, object]
     return cold, min(warm), result
 
 
-def measure(cfg: AnalyzeScaleConfig, show_progress: bool) -> dict:
+def measure(cfg: AnalyzeScaleConfig, show_progress: bool) -> dict[str, Any]:
     from rich.progress import Progress
 
     with tempfile.TemporaryDirectory(prefix="triage-bench-scale-") as tmp:
@@ -166,9 +172,9 @@ def measure(cfg: AnalyzeScaleConfig, show_progress: bool) -> dict:
             task = bar.add_task(f"generating {cfg.ranks} ranks x {cfg.steps} steps", total=cfg.ranks)
             rows = generate(data_dir, cfg, lambda n: bar.advance(task, n))
         gen_s = time.perf_counter() - start
-        queries = {}
+        queries: dict[str, dict[str, float]] = {}
         with open_snapshot(data_dir) as snap:
-            checks = {
+            checks: dict[str, tuple[Callable[[], Any], Callable[[Any], bool]]] = {
                 "step_time_medians": (lambda: snap.step_time_medians(JOB, 0), lambda r: len(r) == cfg.ranks),
                 "last_arrivals": (
                     lambda: snap.last_arrivals(JOB, 0),
@@ -204,7 +210,7 @@ def measure(cfg: AnalyzeScaleConfig, show_progress: bool) -> dict:
     }
 
 
-def _stderr_console():
+def _stderr_console() -> Console:
     from rich.console import Console
 
     return Console(file=sys.stderr)

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -170,7 +171,23 @@ CASES: dict[str, Callable[[Path], None]] = {
 _SILENT = {"spool stray file"}
 
 
-def try_case(name: str, template: Path, work: Path, expected: int) -> dict[str, object]:
+class CaseResult(TypedDict):
+    case: str
+    contained: bool
+    reported: str | None
+    error: str | None
+    rows_lost: int
+
+
+class BadInputsReport(TypedDict):
+    benchmark: str
+    tried: int
+    contained: int
+    rows_lost: int
+    cases: list[CaseResult]
+
+
+def try_case(name: str, template: Path, work: Path, expected: int) -> CaseResult:
     data_dir = work / "case"
     shutil.copytree(template, data_dir, symlinks=True)
     CASES[name](data_dir)
@@ -181,9 +198,9 @@ def try_case(name: str, template: Path, work: Path, expected: int) -> dict[str, 
             said += [f"{e.path}: {e.error}" for e in report.errors] + report.refused
         with open_snapshot(data_dir) as snap:
             said += snap.problems
-            stored = int(
-                snap.con.execute("SELECT count(*) FROM steps WHERE job_id = $1", [JOB]).fetchone()[0]
-            )
+            row = snap.con.execute("SELECT count(*) FROM steps WHERE job_id = $1", [JOB]).fetchone()
+            assert row is not None  # count(*) returns one row
+            stored = int(row[0])
         escaped = None
     except Exception as exc:  # noqa: BLE001 - what the benchmark counts
         escaped, stored = f"{type(exc).__name__}: {exc}", 0
@@ -199,7 +216,7 @@ def try_case(name: str, template: Path, work: Path, expected: int) -> dict[str, 
     }
 
 
-def measure() -> dict[str, object]:
+def measure() -> BadInputsReport:
     with tempfile.TemporaryDirectory(prefix="triage-bench-bad-inputs-") as tmp:
         template = Path(tmp) / "good"
         expected = _good(template)

@@ -102,7 +102,8 @@ def _median_step_time(cfg: HooksBenchConfig, telemetry: bool, workdir: Path, i: 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _plain_step_time(cfg: HooksBenchConfig, auto: bool, workdir: Path, i: int) -> float:

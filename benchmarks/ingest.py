@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, IngestBenchConfig)
 
 
-def _table(name: str, n: int, rank: int, values: dict[str, np.ndarray | list]) -> pa.Table:
+def _table(name: str, n: int, rank: int, values: dict[str, np.ndarray | list[Any]]) -> pa.Table:
     schema = SPOOL_TABLES[name]
     ident = {
         "job_id": [JOB] * n,
@@ -182,7 +183,7 @@ def naive_rows_per_s(data_dir: Path, sample: pa.Table) -> float:
     return len(rows) / elapsed
 
 
-def measure(cfg: IngestBenchConfig) -> dict:
+def measure(cfg: IngestBenchConfig) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="triage-bench-ingest-") as tmp:
         data_dir = Path(tmp) / "arrow"
         spool_rows, spool_files, spool_bytes = write_spool(data_dir, cfg)
@@ -191,6 +192,7 @@ def measure(cfg: IngestBenchConfig) -> dict:
         )
         elapsed, report = timed_ingest(data_dir, spool_rows)
         manifest = load_manifest(partition_dir(data_dir, NODE))
+        assert manifest is not None  # the ingest just wrote the partition
         store_bytes = sum(s.bytes for s in manifest.segments)
         legacy_dir = Path(tmp) / "parquet"
         _, legacy_files, legacy_bytes = write_spool(legacy_dir, cfg, "parquet")

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypedDict
 
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.supervisor.config import SupervisorConfig
@@ -50,7 +51,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def measure(name: str, data_dir: Path) -> dict[str, object]:
+class ScenarioResult(TypedDict):
+    scenario: str
+    job_id: str
+    status: str
+    wall_s: float
+    verdict: str | None
+    action: str | None
+    excluded_nodes: list[str]
+    recoveries: list[dict[str, Any]]
+    goodput_ratio: float | None
+    badput_s: float | None
+
+
+def measure(name: str, data_dir: Path) -> ScenarioResult:
     scenario = SCENARIOS[name]
     job_id = f"bench-recovery-{name}-{int(time.time())}"
     cfg = SupervisorConfig(

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from triage.collectors.records import DiskSample, HostSample, ProcessSample, Record, Unavailable
 
@@ -21,6 +22,23 @@ log = logging.getLogger(__name__)
 
 #: rank -> pid of this node's local ranks (the agent knows them from the ranks' spools).
 PidProvider = Callable[[], Mapping[int, int]]
+
+
+class _HostReadings(TypedDict, total=False):
+    """The `HostSample` readings one collect got; a file it could not read leaves its fields out."""
+
+    cpu_ratio: float
+    load_1m: float
+    load_5m: float
+    load_15m: float
+    memory_total_bytes: int
+    memory_used_bytes: int
+    memory_available_bytes: int
+    swap_used_bytes: int
+    net_rx_errors_total: int
+    net_tx_errors_total: int
+    net_rx_drops_total: int
+    net_tx_drops_total: int
 
 
 @dataclass
@@ -121,7 +139,7 @@ class HostCollector:
 
     def collect(self, now: float) -> list[Record]:
         records: list[Record] = []
-        values: dict[str, float | int | None] = {}
+        values: _HostReadings = {}
         try:
             busy, total = _cpu_times(self.proc)
             if self._last_cpu is not None and total > self._last_cpu[1]:
@@ -131,27 +149,31 @@ class HostCollector:
             records.append(self._unavailable(now, "proc:stat", exc))
         try:
             load = (self.proc / "loadavg").read_text().split()
-            values.update(load_1m=float(load[0]), load_5m=float(load[1]), load_15m=float(load[2]))
+            values.update({"load_1m": float(load[0]), "load_5m": float(load[1]), "load_15m": float(load[2])})
         except (OSError, ValueError, IndexError) as exc:
             records.append(self._unavailable(now, "proc:loadavg", exc))
         try:
             mem = _meminfo(self.proc)
             total_mem, available = mem["MemTotal"], mem["MemAvailable"]
             values.update(
-                memory_total_bytes=total_mem,
-                memory_available_bytes=available,
-                memory_used_bytes=total_mem - available,
-                swap_used_bytes=mem["SwapTotal"] - mem["SwapFree"],
+                {
+                    "memory_total_bytes": total_mem,
+                    "memory_available_bytes": available,
+                    "memory_used_bytes": total_mem - available,
+                    "swap_used_bytes": mem["SwapTotal"] - mem["SwapFree"],
+                }
             )
         except (OSError, ValueError, KeyError) as exc:
             records.append(self._unavailable(now, "proc:meminfo", exc))
         try:
             rx_err, tx_err, rx_drop, tx_drop = _net_errors(self.proc)
             values.update(
-                net_rx_errors_total=rx_err,
-                net_tx_errors_total=tx_err,
-                net_rx_drops_total=rx_drop,
-                net_tx_drops_total=tx_drop,
+                {
+                    "net_rx_errors_total": rx_err,
+                    "net_tx_errors_total": tx_err,
+                    "net_rx_drops_total": rx_drop,
+                    "net_tx_drops_total": tx_drop,
+                }
             )
         except (OSError, ValueError, IndexError) as exc:
             records.append(self._unavailable(now, "proc:net/dev", exc))

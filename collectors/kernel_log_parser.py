@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict
 
 from triage.collectors.pci import normalize_pci_bus_id
 from triage.collectors.records import GpuEvent, GpuIdentity, KernelLogEvent
@@ -104,6 +105,16 @@ def _aer_severity(text: str) -> str:
     return "fatal" if "(Fatal)" in text else "non_fatal"
 
 
+class _Common(TypedDict):
+    """The `KernelLogEvent` fields that every kind of line fills."""
+
+    time: float
+    node: str
+    raw: str
+    message: str
+    simulated: bool
+
+
 def parse_line(
     line: str,
     *,
@@ -120,7 +131,7 @@ def parse_line(
     s = _strip_prefix(line, now, boot_time)
     msg = s.message
     gpus = gpu_by_pci or {}
-    base = dict(time=s.time, node=node, raw=line, message=msg, simulated=simulated)
+    base = _Common(time=s.time, node=node, raw=line, message=msg, simulated=simulated)
 
     if m := _XID.search(msg):
         pci = normalize_pci_bus_id(m["pci"])

@@ -26,6 +26,7 @@ from triage.collectors.records import (
     GpuEvent,
     GpuIdentity,
     GpuSample,
+    GpuSampleHead,
     Record,
     Unavailable,
     decode_clock_events,
@@ -321,7 +322,7 @@ class NvmlGpuCollector:
         return records
 
     def _sample(self, gpu: _Gpu, now: float) -> list[Record]:
-        head = dict(
+        head = GpuSampleHead(
             time=now,
             node=self.node,
             gpu=gpu.index,
@@ -376,13 +377,14 @@ class NvmlGpuCollector:
             if not links:
                 gpu.unsupported_fields |= set(_NVLINK_FIELDS)
                 log.info("GPU %d has no NVLink; NVLink counters reported as unsupported", gpu.index)
-        if not gpu.nvlinks:
+        nvlinks = gpu.nvlinks
+        if not nvlinks:
             return {}
 
         def total(*counters: str) -> int:
             return sum(
                 int(nv.nvmlDeviceGetNvLinkErrorCounter(gpu.handle, link, getattr(nv, c)))
-                for link in gpu.nvlinks
+                for link in nvlinks
                 for c in counters
             )
 

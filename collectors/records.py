@@ -10,6 +10,7 @@ not look healthy", docs/architecture.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TypedDict, cast
 
 #: Clock-event ("throttle") reason bits as NVML defines them (docs/field-facts.md), in the order the
 #: decoded flags appear on `GpuSample`.
@@ -32,9 +33,38 @@ HEALTH_CLOCK_EVENT_MASK = 0x8 | 0x40 | 0x80
 GPU_LOST_XIDS = frozenset({79, 119, 120})
 
 
-def decode_clock_events(mask: int | None) -> dict[str, bool | None]:
+class ClockEventFlags(TypedDict):
+    """The `GpuSample` fields that `decode_clock_events` fills: the keys of `CLOCK_EVENT_BITS`."""
+
+    clock_event_idle: bool | None
+    clock_event_sw_power_cap: bool | None
+    clock_event_hw_slowdown: bool | None
+    clock_event_sync_boost: bool | None
+    clock_event_sw_thermal: bool | None
+    clock_event_hw_thermal: bool | None
+    clock_event_hw_power_brake: bool | None
+
+
+def decode_clock_events(mask: int | None) -> ClockEventFlags:
     """The named flags of a clock-event bitmask; all None when the mask itself is unknown."""
-    return {name: (None if mask is None else bool(mask & bit)) for name, bit in CLOCK_EVENT_BITS.items()}
+    # Built from CLOCK_EVENT_BITS, whose keys are exactly ClockEventFlags' keys.
+    return cast(
+        ClockEventFlags,
+        {name: (None if mask is None else bool(mask & bit)) for name, bit in CLOCK_EVENT_BITS.items()},
+    )
+
+
+class GpuSampleHead(TypedDict):
+    """The identifying fields of a `GpuSample`, which a collector builds once per GPU and collect."""
+
+    time: float
+    node: str
+    gpu: int
+    uuid: str | None
+    name: str | None
+    serial: str | None
+    pci_bus_id: str | None
+    simulated: bool
 
 
 @dataclass(frozen=True)

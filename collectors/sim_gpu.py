@@ -33,6 +33,7 @@ from triage.collectors.records import (
     GpuEvent,
     GpuIdentity,
     GpuSample,
+    GpuSampleHead,
     Record,
     decode_clock_events,
 )
@@ -247,6 +248,7 @@ class SimGpuCollector:
         return events
 
     def _xid_event(self, fault: GpuFault, xid: int) -> GpuEvent:
+        assert fault.gpu is not None  # GpuFault allows None only for a reset, which raises no Xid
         ident = self._ids[fault.gpu]
         pid = fault.params.get("pid")
         name = fault.params.get("name")
@@ -278,7 +280,7 @@ class SimGpuCollector:
 
     def _sample(self, i: int, now: float) -> GpuSample:
         st, ident = self._gpus[i], self._ids[i]
-        head = dict(
+        head = GpuSampleHead(
             time=now,
             node=self.node,
             gpu=i,

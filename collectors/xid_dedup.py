@@ -29,7 +29,7 @@ class XidDeduplicator:
         self._recent: deque[_Seen] = deque()
 
     @staticmethod
-    def _key(ev: GpuEvent) -> tuple:
+    def _key(ev: GpuEvent) -> tuple[str, int | str | None, str, int | None]:
         return ev.node, ev.gpu if ev.gpu is not None else ev.pci_bus_id, ev.kind, ev.xid
 
     def admit(self, event: GpuEvent) -> bool:

@@ -81,6 +81,12 @@ def _log(
     )
 
 
+def _data_dir(cfg: DashboardConfig) -> str:
+    """`cfg.data_dir`, which `DashboardConfig.from_env` always fills in."""
+    assert cfg.data_dir is not None
+    return cfg.data_dir
+
+
 def _when(t: float | None) -> str:
     if t is None or pd.isna(t):
         return "-"
@@ -124,7 +130,7 @@ def _md(text: object) -> str:
 
 def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
     st.header("Fleet")
-    view = _fleet(cfg.data_dir, cfg.max_jobs)
+    view = _fleet(_data_dir(cfg), cfg.max_jobs)
     for problem in view.problems:
         st.warning("Left out of this view: ", icon="⚠️")
         st.code(problem, language=None)
@@ -226,7 +232,7 @@ def _job_view(cfg: DashboardConfig, job_id: str | None) -> JobView | None:
         st.info("No jobs yet: run `triage demo`, then pick a job in the sidebar.")
         return None
     try:
-        return _job(cfg.data_dir, job_id)
+        return _job(_data_dir(cfg), job_id)
     except KeyError:
         st.warning(f"No job `{job_id}` in `{cfg.data_dir}`; pick one in the sidebar.")
         return None
@@ -298,7 +304,7 @@ def ranks_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.info("No rank of this job has started yet.")
         return
     attempt = st.selectbox("attempt", attempts, index=len(attempts) - 1, key="attempt")
-    grid, bin_steps = _rank_grid(cfg.data_dir, view.job_id, attempt, view.data.run_id)
+    grid, bin_steps = _rank_grid(_data_dir(cfg), view.job_id, attempt, view.data.run_id)
     if grid.empty:
         st.info(f"Attempt {attempt} recorded no steps.")
     else:
@@ -313,7 +319,7 @@ def ranks_page(cfg: DashboardConfig, job_id: str | None) -> None:
             pd.DataFrame([s.to_dict() for s in view.analysis.stragglers]), hide_index=True, width="stretch"
         )
     st.subheader("Bus bandwidth per collective")
-    bw = _bandwidth(cfg.data_dir, view.job_id, attempt, view.data.run_id)
+    bw = _bandwidth(_data_dir(cfg), view.job_id, attempt, view.data.run_id)
     if bw.empty:
         st.info("No collective with a measured bus bandwidth in this attempt.")
     else:
@@ -336,7 +342,7 @@ def gpu_page(cfg: DashboardConfig, job_id: str | None) -> None:
     if gpus:
         st.dataframe(pd.DataFrame(gpus), hide_index=True, width="stretch")
     margin = 60.0
-    series = _gpu_series(cfg.data_dir, node, span[0] - margin, span[1] + margin)
+    series = _gpu_series(_data_dir(cfg), node, span[0] - margin, span[1] + margin)
     if series.empty:
         st.info(
             f"No GPU samples from {node} during this job: run `triage agent` on it "
@@ -451,7 +457,7 @@ def logs_page(cfg: DashboardConfig, job_id: str | None) -> None:
         format_func=lambda r: "every rank and the launcher" if r is None else f"rank {r}",
     )
     decisive = st.checkbox("only the lines that name a failure", key="log_decisive")
-    frame = _log(cfg.data_dir, view.job_id, run_id, int(attempt), rank, decisive)
+    frame = _log(_data_dir(cfg), view.job_id, run_id, int(attempt), rank, decisive)
     if frame.empty:
         st.caption(
             "Nothing captured for this choice (the output is kept only for runs started "
@@ -491,7 +497,7 @@ def _sidebar(cfg: DashboardConfig, page: str) -> str | None:
         key="nav_page",
         on_change=lambda: _set_params(page=st.session_state["nav_page"]),
     )
-    jobs = _job_ids(cfg.data_dir)
+    jobs = _job_ids(_data_dir(cfg))
     wanted = st.query_params.get("job")
     if wanted is not None and not is_valid_name(wanted):
         st.sidebar.warning("The page address names no valid job id; showing the newest job.")

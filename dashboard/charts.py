@@ -28,7 +28,7 @@ def _with_time(df: pd.DataFrame, col: str = "time") -> pd.DataFrame:
 
 
 def marker_rules(markers: pd.DataFrame) -> alt.Chart:
-    return (
+    chart: alt.Chart = (
         alt.Chart(_with_time(markers))
         .mark_rule(strokeWidth=2, strokeDash=[4, 3])
         .encode(
@@ -37,9 +37,12 @@ def marker_rules(markers: pd.DataFrame) -> alt.Chart:
             tooltip=[alt.Tooltip("kind:N"), alt.Tooltip("label:N"), alt.Tooltip("time:T", format="%H:%M:%S")],
         )
     )
+    return chart
 
 
-def step_timeline(steps: pd.DataFrame, markers: pd.DataFrame, column: str, title: str) -> alt.LayerChart:
+def step_timeline(
+    steps: pd.DataFrame, markers: pd.DataFrame, column: str, title: str
+) -> alt.LayerChart | alt.FacetChart:
     """`column` of every step over wall time, one line per attempt, with the job's incidents,
     restarts and checkpoints as vertical rules on the same axis."""
     data = steps.dropna(subset=[column]).assign(time=lambda d: d["end"])
@@ -58,7 +61,7 @@ def step_timeline(steps: pd.DataFrame, markers: pd.DataFrame, column: str, title
 
 def step_series(steps: pd.DataFrame, column: str, title: str) -> alt.Chart:
     """`column` by step number, one colour per attempt (a restart's redone steps overlap)."""
-    return (
+    chart: alt.Chart = (
         alt.Chart(steps.dropna(subset=[column]))
         .mark_line(point=True)
         .encode(
@@ -69,11 +72,12 @@ def step_series(steps: pd.DataFrame, column: str, title: str) -> alt.Chart:
         )
         .properties(width=WIDTH, height=220)
     )
+    return chart
 
 
 def goodput_chart(frame: pd.DataFrame) -> alt.Chart:
     """Productive time and each badput bucket as bars, in seconds."""
-    return (
+    chart: alt.Chart = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
@@ -92,12 +96,13 @@ def goodput_chart(frame: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=WIDTH, height=60 + 30 * len(frame))
     )
+    return chart
 
 
 def incidents_over_time(incidents: pd.DataFrame) -> alt.Chart:
     """Each incident at its first-seen time, one row per category, coloured by layer."""
     data = _with_time(incidents.dropna(subset=["time"]))
-    return (
+    chart: alt.Chart = (
         alt.Chart(data)
         .mark_circle(size=120, opacity=0.85)
         .encode(
@@ -117,10 +122,11 @@ def incidents_over_time(incidents: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=WIDTH, height=max(160, 40 + 30 * incidents["category"].nunique()))
     )
+    return chart
 
 
 def incident_counts(incidents: pd.DataFrame) -> alt.Chart:
-    return (
+    chart: alt.Chart = (
         alt.Chart(incidents)
         .mark_bar()
         .encode(
@@ -131,13 +137,14 @@ def incident_counts(incidents: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=WIDTH, height=max(160, 40 + 30 * incidents["layer"].nunique()))
     )
+    return chart
 
 
 def rank_heatmap(grid: pd.DataFrame, column: str, title: str, bin_steps: int) -> alt.Chart:
     """Rank x step grid of `column`: a straggler is a dark row, a hang a row (or all rows)
     that stops early."""
     step_title = "step" if bin_steps == 1 else f"step (bins of {bin_steps})"
-    return (
+    chart: alt.Chart = (
         alt.Chart(grid.dropna(subset=[column]))
         .mark_rect()
         .encode(
@@ -148,11 +155,12 @@ def rank_heatmap(grid: pd.DataFrame, column: str, title: str, bin_steps: int) ->
         )
         .properties(width=WIDTH, height=max(120, min(600, 14 * grid["rank"].nunique())))
     )
+    return chart
 
 
 def bandwidth_chart(bw: pd.DataFrame) -> alt.Chart:
     data = bw.assign(collective=bw["op"] + " " + (bw["bytes"] / 2**20).round(2).astype(str) + " MiB")
-    return (
+    chart: alt.Chart = (
         alt.Chart(data)
         .mark_bar()
         .encode(
@@ -170,10 +178,11 @@ def bandwidth_chart(bw: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=WIDTH, height=40 + 22 * len(data))
     )
+    return chart
 
 
 def gpu_metric(series: pd.DataFrame, column: str, title: str) -> alt.Chart:
-    return (
+    chart: alt.Chart = (
         alt.Chart(_with_time(series.dropna(subset=[column])))
         .mark_line()
         .encode(
@@ -188,11 +197,12 @@ def gpu_metric(series: pd.DataFrame, column: str, title: str) -> alt.Chart:
         )
         .properties(width=WIDTH, height=200)
     )
+    return chart
 
 
 def clock_events_chart(points: pd.DataFrame) -> alt.Chart:
     """Every sample with an active clock-event reason, per GPU; health reasons in red."""
-    return (
+    chart: alt.Chart = (
         alt.Chart(_with_time(points))
         .mark_tick(thickness=2)
         .encode(
@@ -203,9 +213,10 @@ def clock_events_chart(points: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=WIDTH, height=60 + 24 * max(1, points["gpu"].nunique()))
     )
+    return chart
 
 
-def xid_chart(points: pd.DataFrame) -> alt.LayerChart:
+def xid_chart(points: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
     data = _with_time(points).assign(
         gpu=lambda d: d["gpu"].fillna(-1).astype(int), xid=lambda d: d["xid"].fillna(-1).astype(int)
     )

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -50,7 +51,7 @@ class FleetView:
 
     @property
     def empty(self) -> bool:
-        return self.jobs.empty
+        return bool(self.jobs.empty)
 
 
 @dataclass
@@ -82,7 +83,9 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
 
-def _df(con: duckdb.DuckDBPyConnection, sql: str, params: dict | list | None = None) -> pd.DataFrame:
+def _df(
+    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | list[Any] | None = None
+) -> pd.DataFrame:
     return con.execute(sql, params or []).df()
 
 
@@ -157,7 +160,7 @@ INCIDENT_COLUMNS = [
 ]
 
 
-def culprit_text(culprit: dict) -> str:
+def culprit_text(culprit: dict[str, Any]) -> str:
     parts = [f"{k} {culprit[k]}" for k in ("rank", "node", "gpu") if culprit.get(k) is not None]
     return ", ".join(parts) or "-"
 
@@ -243,7 +246,7 @@ def latest_gpu_state(con: duckdb.DuckDBPyConnection, now: float) -> pd.DataFrame
     return latest[GPU_STATE_COLUMNS]
 
 
-def gpu_health_word(sample: dict) -> str:
+def gpu_health_word(sample: dict[str, Any]) -> str:
     """The worst thing the newest sample shows, in one word, for the fleet table."""
     if sample.get("gpu_up") is False:
         return "lost"
@@ -383,11 +386,13 @@ def read_rank_grid(
     under `MAX_HEATMAP_CELLS`; returns the frame and the bin width in steps."""
     with _reading(f"the ranks of job {job_id}", data_dir):
         with open_snapshot(check_data_dir(Path(data_dir))) as snap:
-            lo, hi, ranks = snap.con.execute(
+            row = snap.con.execute(
                 "SELECT min(step), max(step), count(DISTINCT rank) FROM steps "
                 "WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3",
                 [job_id, attempt, run_id],
             ).fetchone()
+            assert row is not None  # an aggregate without GROUP BY returns one row
+            lo, hi, ranks = row
             if lo is None:
                 return pd.DataFrame(columns=["rank", "step", "step_time_s", "collective_wait_s", "steps"]), 1
             bin_steps = step_bin(int(hi) - int(lo) + 1, int(ranks))
@@ -427,8 +432,10 @@ def read_gpu_series(data_dir: str, node: str, t0: float, t1: float) -> pd.DataFr
         with open_snapshot(check_data_dir(Path(data_dir))) as snap:
             if "gpu_samples" not in _tables(snap.con):
                 return pd.DataFrame()
-            n = snap.con.execute(
+            row = snap.con.execute(
                 "SELECT count(*) FROM gpu_samples WHERE node = $1 AND time BETWEEN $2 AND $3", [node, t0, t1]
-            ).fetchone()[0]
+            ).fetchone()
+            assert row is not None  # count(*) returns one row
+            n = row[0]
             every = max(1, math.ceil(n / MAX_GPU_POINTS))
             return _df(snap.con, _GPU_SERIES_SQL, {"node": node, "t0": t0, "t1": t1, "every": every})

@@ -7,6 +7,7 @@ axis, what counts as the action taken on an incident) is unit-tested without a b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -108,7 +109,7 @@ def xid_points(data: JobData, node: str) -> pd.DataFrame:
 class IncidentDetail:
     attempt: int
     root_cause: bool
-    verdict: dict  # Verdict.to_dict()
+    verdict: dict[str, Any]  # Verdict.to_dict()
     culprit: str
     evidence: pd.DataFrame  # time, source, rank, line, text
     consequences: list[str]
@@ -133,7 +134,7 @@ def incident_detail(view: JobView, index: int) -> IncidentDetail:
     )
 
 
-def _action_taken(view: JobView, attempt: int, verdict: dict) -> str:
+def _action_taken(view: JobView, attempt: int, verdict: dict[str, Any]) -> str:
     """What the supervisor recorded for the attempt (the same category first), else that
     nothing was recorded and what the taxonomy recommends."""
     sup = view.supervisor_incidents

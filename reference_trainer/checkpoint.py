@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
 
@@ -170,8 +170,8 @@ def truncate_shard(path: Path, rank: int) -> Path:
 class _DiskFullFileSystem(FileSystem):
     """Streams that accept a first chunk and then fail the way a full disk does."""
 
-    @contextmanager
-    def create_stream(self, path: str | os.PathLike, mode: str) -> Iterator[Any]:
+    @contextmanager  # `path` typed as FileSystem.create_stream types it
+    def create_stream(self, path: str | os.PathLike[Any], mode: str) -> Iterator[Any]:
         with super().create_stream(path, mode) as stream:
             yield _FillingStream(stream)
 
@@ -186,7 +186,8 @@ class _FillingStream:
             self._stream.flush()
             raise OSError(errno.ENOSPC, "No space left on device")
         self._room -= len(data)
-        return self._stream.write(data)
+        written: int = self._stream.write(data)
+        return written
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -195,7 +196,7 @@ class _FillingStream:
 class DiskFullWriter(FileSystemWriter):
     """The disk_full fault: a real DCP save whose file writes run out of space."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(path)
         self.fs = _DiskFullFileSystem()
 
@@ -210,7 +211,7 @@ class Checkpointer:
         # Background saves run their own collectives; a separate group keeps them from
         # interleaving with the training collectives on the default group.
         self._async_group = dist.new_group(backend="gloo") if async_save else None
-        self._pending: tuple[Future, Path, Path, int] | None = None
+        self._pending: tuple[Future[Any], Path, Path, int] | None = None
         self._sealed: list[tuple[int, Path]] = []
 
     def newest(self) -> tuple[int, Path] | None:
@@ -247,7 +248,7 @@ class Checkpointer:
 
     def load(self, path: Path, state: dict[str, Any]) -> None:
         try:
-            dcp.load(state, checkpoint_id=str(path))
+            state_dict_loader.load(state, checkpoint_id=str(path))
         except (Exception, CheckpointException) as exc:
             raise CheckpointError(f"loading checkpoint {path} failed: {_describe(exc)}") from exc
 
@@ -259,13 +260,17 @@ class Checkpointer:
         writer = DiskFullWriter(tmp) if disk_full else FileSystemWriter(tmp)
         if self._async_group is None:
             try:
-                dcp.save(state, storage_writer=writer)
+                state_dict_saver.save(state, storage_writer=writer)
             except (Exception, CheckpointException) as exc:
                 raise CheckpointError(f"saving {tmp} at step {step} failed: {_describe(exc)}") from exc
             self._seal(tmp, final, step)
         else:
-            future = dcp.async_save(state, storage_writer=writer, process_group=self._async_group)
-            self._pending = (future, tmp, final, step)
+            response = state_dict_saver.async_save(
+                state, storage_writer=writer, process_group=self._async_group
+            )
+            # A plain Future: the writer (a BlockingAsyncStager) stages before async_save returns;
+            # only a non-blocking stager makes it an AsyncSaveResponse.
+            self._pending = (cast(Future[Any], response), tmp, final, step)
 
     def wait(self) -> None:
         """Block until a background save is written and sealed."""

@@ -45,7 +45,7 @@ def synthetic_sequence(seed: int, index: int, length: int) -> torch.Tensor:
     return torch.where(noise, torch.randint(0, VOCAB_SIZE, (length,), generator=g), seq)
 
 
-class TokenBatches(Dataset):
+class TokenBatches(Dataset[dict[str, torch.Tensor]]):
     """Item `step` is this rank's batch of that step: {"input_ids", "labels"} of shape (B, T).
 
     `kill_worker_at` holds the steps at which the worker fetching them crashes with SIGSEGV (as a
@@ -100,7 +100,9 @@ class TokenBatches(Dataset):
         return {"input_ids": seqs[:, :-1].contiguous(), "labels": seqs[:, 1:].contiguous()}
 
 
-def make_loader(dataset: TokenBatches, steps: Sequence[int], num_workers: int) -> DataLoader:
+def make_loader(
+    dataset: TokenBatches, steps: Sequence[int], num_workers: int
+) -> DataLoader[dict[str, torch.Tensor]]:
     """One item per step, in step order; workers prefetch so data wait stays off the step."""
     return DataLoader(
         dataset,

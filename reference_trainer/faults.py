@@ -24,6 +24,7 @@ from triage.config import node_name
 from triage.fault_schedule import GpuFault, append_fault
 from triage.reference_trainer.checkpoint import truncate_shard
 from triage.reference_trainer.inject_spec import XID_ECC, XID_HANG, XID_ILLEGAL_ADDRESS, XID_LINK, InjectSpec
+from triage.reference_trainer.model import GPT
 
 _CUDA_ERROR_TAIL = (
     "\nCUDA kernel errors might be asynchronously reported at some other API "
@@ -69,7 +70,9 @@ class PerturbMatmuls(TorchFunctionMode):
         super().__init__()
         self.factor = factor
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
         out = func(*args, **(kwargs or {}))
         if func in self.TARGETS and isinstance(out, torch.Tensor) and out.is_floating_point():
             return out * (1.0 + self.factor)
@@ -124,7 +127,7 @@ class FaultInjector:
         attempt: int,
         job_id: str,
         data_dir: str,
-        model: nn.Module,
+        model: GPT,
     ) -> None:
         self.specs = [s for s in specs if s.applies(rank, attempt)]
         self.rank, self.local_rank, self.attempt = rank, local_rank, attempt
@@ -192,7 +195,8 @@ class FaultInjector:
         elif spec.kind == "nan":
             self._nan = True
         elif spec.kind == "sdc":
-            PerturbMatmuls(spec.factor or 0.0).__enter__()  # never exited: the GPU stays bad
+            # never exited: the GPU stays bad (torch leaves TorchFunctionMode.__enter__ unannotated)
+            PerturbMatmuls(spec.factor or 0.0).__enter__()  # type: ignore[no-untyped-call,unused-ignore]
         elif spec.kind in ("slow", "thermal", "pcie"):
             self._slowdowns.append(spec)
 

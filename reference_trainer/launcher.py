@@ -29,7 +29,8 @@ _POLL_S = 0.2
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def prepare_run_dir(run_dir: str) -> Path:
@@ -126,6 +127,7 @@ class _Nodes:
             started = local_nodes(cfg)
             nodes = list(enumerate(started))
         else:
+            assert cfg.node_rank is not None  # not local
             started, nodes = list(range(cfg.nnodes)), [(cfg.node_rank, cfg.node_rank)]
         endpoint = cfg.rdzv_endpoint
         if endpoint is None and len(started) > 1:

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -69,6 +70,8 @@ def init_distributed(timeout_s: float) -> torch.device:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, attempt: int, device: torch.device) -> None:
+        # TrainConfig.__post_init__ fills in the directories and the job id.
+        assert cfg.run_dir is not None and cfg.data_dir is not None and cfg.job_id is not None
         self.cfg, self.attempt, self.device = cfg, attempt, device
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         on_gpu = device.type == "cuda"
@@ -112,8 +115,9 @@ class Trainer:
         if self.device.type == "cuda":
             name = torch.cuda.get_device_name(self.device)
             peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+        assert self.cfg.data_dir is not None  # filled in by TrainConfig.__post_init__
         cfg = MonitorConfig(
-            data_dir=self.cfg.data_dir,
+            data_dir=Path(self.cfg.data_dir),
             job_id=str(self.cfg.job_id),
             attempt=self.attempt,
             rank=self.rank,
@@ -154,6 +158,7 @@ class Trainer:
         started = time.time()
         self.checkpointer.save(self.step, self._state(), disk_full=self.injector.disk_full_at(self.step))
         if self.monitor is not None:  # the blocking part of the save is what training lost
+            assert self.cfg.run_dir is not None  # filled in by TrainConfig.__post_init__
             self.monitor.checkpoint_saved(
                 self.step, started, None, str(step_dir(self.cfg.run_dir, self.step))
             )
@@ -174,7 +179,8 @@ class Trainer:
         loss = self.model(inputs, labels)
         loss.backward()
         self.injector.after_compute(time.perf_counter() - start)
-        return loss.detach()
+        detached: torch.Tensor = loss.detach()
+        return detached
 
     def reduce_loss(self, loss: torch.Tensor) -> tuple[float, bool]:
         """Global mean loss and whether any rank got SIGTERM, in one all-reduce."""
