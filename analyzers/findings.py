@@ -8,13 +8,13 @@ helpers here name ranks and GPUs the same way in every summary.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from triage import display
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
 from triage.verdict import Culprit, Verdict
@@ -43,10 +43,8 @@ class Finding:
 
 
 def clock(t: float | None) -> str:
-    """Wall-clock time of day as the operator's logs show it."""
-    if t is None or not math.isfinite(t):
-        return "an unknown time"
-    return time.strftime("%H:%M:%S", time.localtime(t))
+    """A time of day inside a sentence, UTC like every time Triage shows (triage/display.py)."""
+    return display.clock(t, unknown="an unknown time")
 
 
 def rank_ranges(ranks: Iterable[int]) -> str:

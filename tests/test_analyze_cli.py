@@ -1,7 +1,9 @@
 """`triage analyze` on a real store written through the store's writer."""
 
 import json
+import re
 
+import pytest
 from jobdata_builder import T0, JobBuilder
 
 from triage.cli import main
@@ -36,11 +38,22 @@ def test_json_report_names_root_cause_and_exits_1_on_a_failed_job(tmp_path, caps
     assert {s["rank"] for s in out["stragglers"]} == {0, 1, 2, 3}
 
 
-def test_terminal_report_shows_the_incident(tmp_path, capsys):
+@pytest.mark.parametrize("columns", [80, 200])
+def test_terminal_report_reads_as_a_verdict_block_at_any_width(tmp_path, capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
     data = failed_store(tmp_path)
     assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest"]) == 1
     out = capsys.readouterr().out
-    assert "ROOT CAUSE" in out and "gpu_memory_error" in out and "Goodput" in out
+    lines = out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= columns
+    block = lines[next(i for i, line in enumerate(lines) if line.startswith("Root cause, attempt 0:")) :]
+    assert "gpu_memory_error" in block[0] and "confidence" in block[0]
+    fields = {line.split()[0]: line for line in block[:12] if line[:1].isalpha()}
+    # culprit, action and evidence each on a line of their own, the culprit never split up
+    assert "rank 3 on node1, GPU 1 (GPU-node1-1)" in fields["culprit"]
+    assert "restart from the last checkpoint without the culprit's node" in " ".join(block[:12])
+    assert re.search(r"^evidence\s+\d\d:\d\d:\d\d \S+", fields["evidence"])
+    assert "Goodput" in out and "times in UTC" in out
 
 
 def test_unknown_job_lists_known_jobs_and_exits_2(tmp_path, capsys):

@@ -1,10 +1,12 @@
 """TrainingMonitor, collective timing and the spool writer, on real processes and files."""
 
+import gc
 import json
 import os
 import signal
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pyarrow as pa
@@ -91,6 +93,27 @@ def test_collective_wrappers_are_removed_on_close(tmp_path, world1):
     assert dist.all_reduce is not original
     mon.close()
     assert dist.all_reduce is original
+
+
+def test_close_restores_every_process_hook_it_installed(tmp_path, world1):
+    def script_handler(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, script_handler)
+    try:
+        hook = sys.excepthook
+        mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()
+        assert sys.excepthook is not hook and signal.getsignal(signal.SIGTERM) is not script_handler
+        mon.close()
+        assert sys.excepthook is hook
+        assert signal.getsignal(signal.SIGTERM) is script_handler
+        # nothing (no atexit hook) keeps a closed monitor alive until the process exits
+        gone = weakref.ref(mon)
+        del mon
+        gc.collect()
+        assert gone() is None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_bus_bandwidth_factors_follow_nccl_tests():

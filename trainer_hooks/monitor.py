@@ -288,7 +288,14 @@ class TrainingMonitor:
             return
         self._closed = True
         self._collectives.uninstall()
-        # Only where ours are still installed: the script may have put its own on top since.
+        self._restore_process_hooks()
+        if self._writer is not None:
+            self._writer.close()
+
+    def _restore_process_hooks(self) -> None:
+        """Undo what `start` installed in the process (excepthook, SIGTERM handler, atexit hook):
+        a library inside a user's loop leaves the process as it found it. Only where ours are
+        still installed: the script may have put its own on top since."""
         if self._prev_excepthook is not None and sys.excepthook == self._excepthook:
             sys.excepthook = self._prev_excepthook
         if (
@@ -297,8 +304,7 @@ class TrainingMonitor:
             and signal.getsignal(signal.SIGTERM) == self._on_sigterm
         ):
             signal.signal(signal.SIGTERM, self._prev_sigterm)
-        if self._writer is not None:
-            self._writer.close()
+        atexit.unregister(self._atexit)
 
     def __enter__(self) -> TrainingMonitor:
         return self.start() if self._writer is None else self
@@ -323,8 +329,7 @@ class TrainingMonitor:
         )
         self._collectives.uninstall()
         self._collectives.forget_inflight()  # the last heartbeat must not show a rank exiting as blocked
-        if self._prev_excepthook is not None:
-            sys.excepthook = self._prev_excepthook
+        self._restore_process_hooks()
         if self._writer is not None:
             self._writer.close()
 

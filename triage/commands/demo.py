@@ -26,15 +26,16 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from triage.commands.analyze import print_report
 from triage.commands.nodes import return_to_service
+from triage.commands.report_view import print_analysis, print_job_report
 from triage.config import ConfigError, data_dir_from_env
+from triage.store.layout import run_log_dir
 from triage.store.node_health import quarantined_nodes
 from triage.supervisor.agents import simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.observe import analyze
 from triage.supervisor.scenarios import DEFAULT_SCENARIO, HANG_TIMEOUT_S, SCENARIOS
-from triage.supervisor.supervisor import JobReport, LiveState, Supervisor, culprit_text
+from triage.supervisor.supervisor import LiveState, Supervisor
 from triage.taxonomy import Action
 
 
@@ -51,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--json", action="store_true", help="print the supervisor's report as JSON instead of tables"
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream the ranks' own output (tracebacks, torchrun's messages) as it comes; by "
+        "default it is only kept in the run's log files, whose folder is printed",
     )
 
 
@@ -82,34 +89,6 @@ def _live_view(job_id: str, scenario: str, state: LiveState | None, started: flo
         table.add_row("excluded nodes", ", ".join(state.excluded_nodes) or "-")
         table.add_row("incidents", "\n".join(state.incidents) or "-")
     return table
-
-
-def _summary(report: JobReport, console: Console) -> None:
-    table = Table(title="supervisor: attempts")
-    for col in ("attempt", "outcome", "detected by", "steps", "verdict", "culprit", "action"):
-        table.add_column(col)
-    for a in report.attempts:
-        v = a.verdict or {}
-        last = "-" if a.last_step is None else a.last_step
-        table.add_row(
-            str(a.attempt),
-            a.outcome or "-",
-            a.detection or "-",
-            f"{a.resumed_from_step or 0}..{last}",
-            v.get("category", "-"),
-            culprit_text(v.get("culprit")) or "-",
-            a.action or "-",
-        )
-    console.print(table)
-    for r in report.recoveries():
-        console.print(
-            f"recovery after attempt {r['attempt']}: detected in {r['detect_s']:.1f} s "
-            f"({r['detection']}), training again {r['recover_s']:.1f} s after the "
-            f"fault, {r['steps_lost']} steps lost"
-        )
-    if report.excluded_nodes:
-        console.print(f"excluded nodes: {', '.join(report.excluded_nodes)}")
-    console.print(f"[bold]job {report.status}[/]: {report.reason}")
 
 
 def _return_demo_nodes(data_dir: Path, command: list[str]) -> list[str]:
@@ -146,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         backoff=1.0,
         grace=5.0,
         max_restarts=3,
+        echo_output=args.verbose and not args.json,
     )
     returned = _return_demo_nodes(data_dir, scenario.train_command())
     started = time.time()
@@ -173,11 +153,13 @@ def run(args: argparse.Namespace) -> int:
                 scenario.train_command(),
                 on_update=lambda s: live.update(_live_view(job_id, scenario.name, s, started)),
             ).run()
-        _summary(report, console)
+        console.print(f"[dim]the ranks' output: {run_log_dir(data_dir, job_id, report.run_id)}/[/]")
+        console.rule("triage run: the supervisor's report")
+        print_job_report(report, console)
         analysis = analyze(data_dir, job_id, report.run_id)
         if analysis is not None:
             console.rule("triage analyze " + job_id)
-            print_report(analysis)
+            print_analysis(analysis, console)
         console.print(
             Group(
                 f"took {time.time() - started:.0f} s. Explore it:",

@@ -32,10 +32,11 @@ import argparse
 import json
 import sys
 
+from triage.commands.report_view import print_job_report
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.quarantine import QuarantineConfig
-from triage.supervisor.supervisor import JobReport, LiveState, Supervisor, culprit_text
+from triage.supervisor.supervisor import LiveState, Supervisor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,39 +52,6 @@ def print_state(state: LiveState) -> None:
     p = state.progress
     step = "-" if p.last_step is None else str(p.last_step)
     print(f"triage run: attempt {state.attempt} step {step}: {state.state}", file=sys.stderr, flush=True)
-
-
-def print_report(report: JobReport) -> None:
-    print(f"job {report.job_id}: {report.status} ({report.reason})")
-    for a in report.attempts:
-        v = a.verdict or {}
-        culprit = culprit_text(v.get("culprit"))
-        print(
-            f"  attempt {a.attempt}: {a.outcome} via {a.detection}, steps "
-            f"{a.resumed_from_step if a.resumed_from_step is not None else 0}.."
-            f"{a.last_step if a.last_step is not None else '-'}"
-            + (f"; {v['category']}" + (f" ({culprit})" if culprit else "") if v else "")
-            + (f" -> {a.action}" if a.action else "")
-        )
-        if a.quarantine:
-            q = a.quarantine
-            where = q["node"] if q["gpu"] is None else f"{q['node']} GPU {q['gpu']}"
-            print(
-                f"    quarantined {where} for later jobs ({q['source']}); "
-                f"`triage nodes clear {q['node']}` returns it"
-            )
-    for node, why in report.quarantined_at_start.items():
-        print(f"  left out from the start, quarantined: {node} ({why})")
-    if report.excluded_nodes:
-        print(f"  excluded nodes: {', '.join(report.excluded_nodes)}")
-    goodput = (report.analysis or {}).get("goodput") or {}
-    if goodput.get("ratio") is not None:
-        print(f"  goodput: {goodput['ratio']:.1%} of {goodput['total_s']:.0f} s")
-    for error in report.store_errors:
-        print(f"  WARNING: the store did not take a record: {error}")
-    for a in report.attempts:
-        if a.orphans:
-            print(f"  WARNING: processes of attempt {a.attempt} outlived it: {a.orphans}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=str))
     else:
-        print_report(report)
+        print_job_report(report)
     return 0 if report.status == "completed" else 1

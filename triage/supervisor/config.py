@@ -55,6 +55,13 @@ class SupervisorConfig:
             "--no-auto-hooks leaves the ranks as they are"
         },
     )
+    echo_output: bool = field(
+        default=True,
+        metadata={
+            "help": "show the ranks' output as it comes, besides keeping it under "
+            "DATA_DIR/logs/ (--no-echo-output keeps it there only)"
+        },
+    )
     log_max_mb: float = field(
         default=64.0,
         metadata={

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from triage import display
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis
 from triage.config import (
@@ -195,11 +196,6 @@ class JobReport:
             "recoveries": self.recoveries(),
             "analysis": self.analysis,
         }
-
-
-def culprit_text(culprit: dict[str, Any] | None) -> str:
-    """`rank 3, node node1, gpu 1` from a verdict's culprit dict ("" when it names nobody)."""
-    return ", ".join(f"{k} {v}" for k, v in (culprit or {}).items() if v is not None and k != "uuid")
 
 
 def _span(a: float | None, b: float | None) -> float | None:
@@ -411,7 +407,7 @@ class Supervisor:
             action=report.action,
         )
         if report.verdict is not None:
-            where = culprit_text(report.verdict["culprit"])
+            where = display.culprit_text(report.verdict["culprit"])
             self._incidents.append(
                 f"attempt {report.attempt}: {report.verdict['category']}"
                 f"{f' ({where})' if where else ''} -> {report.action}"
@@ -503,7 +499,11 @@ class Supervisor:
         logs = run_log_dir(self.data_dir, self.job_id, self.run_id)
         scratch = logs / f".torchrun-attempt-{attempt}"
         own_scratch = torchrun_log_env(env, scratch)
-        output = AttemptLog(logs / f"attempt-{attempt}.log", max_bytes=int(self.cfg.log_max_mb * 1024 * 1024))
+        output = AttemptLog(
+            logs / f"attempt-{attempt}.log",
+            max_bytes=int(self.cfg.log_max_mb * 1024 * 1024),
+            echo=self.cfg.echo_output,
+        )
         procs = AttemptProcesses(self.command, env, own_children=agents.pids, capture_output=True)
         launcher = procs.launcher
         output.attach(launcher.stdout, launcher.stderr)

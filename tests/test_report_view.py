@@ -1,0 +1,77 @@
+"""The supervisor's final report as `triage run` and `triage demo` print it."""
+
+from rich.console import Console
+
+from triage.commands.report_view import job_report_renderables
+from triage.supervisor.supervisor import AttemptReport, JobReport
+
+T = 1_796_525_467.0  # 2026-12-06 02:51:07 UTC
+VERDICT = {
+    "category": "gpu_fallen_off_bus",
+    "layer": "gpu",
+    "action": "restart_excluding_node",
+    "confidence": 0.99,
+    "culprit": {"rank": 3, "node": "node1", "gpu": 1, "uuid": None},
+    "first_seen": T + 10,
+    "summary": "GPU 1 on node1 (rank 3) reported Xid 79: GPU fell off the bus",
+    "evidence": [
+        {
+            "text": "NVRM: Xid (PCI:0000:2a:00): 79, GPU has fallen off the bus.",
+            "source": "kernel_log",
+            "time": T + 10,
+        }
+    ],
+    "consequences": ["collective_timeout: rank 1 hung in all_gather", "network_error: rank 0"],
+}
+
+
+def _render(report: JobReport, width: int = 80) -> list[str]:
+    console = Console(width=width, record=True, force_terminal=False)
+    for part in job_report_renderables(report):
+        console.print(part)
+    return console.export_text().splitlines()
+
+
+def test_a_restart_without_a_node_names_the_node_it_left_out():
+    report = JobReport("j", "r1", "/d", ["cmd"], status="completed", reason="attempt 1 completed")
+    report.attempts = [
+        AttemptReport(
+            0,
+            T,
+            {"excluded_nodes": []},
+            outcome="failed",
+            detection="gpu_fault",
+            verdict=VERDICT,
+            action="restart_excluding_node",
+            last_step=7,
+        ),
+        AttemptReport(1, T + 30, {"excluded_nodes": ["node1"]}, outcome="completed", last_step=30),
+    ]
+    report.excluded_nodes = ["node1"]
+    lines = _render(report)
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert "restart from the last checkpoint without node1" in text
+    assert "rank 3 on node1, GPU 1" in text and "02:51:17 kernel_log" in text
+    assert "(+1 more)" in text  # the consequences folded to one line
+
+
+def test_a_fail_fast_reads_as_a_stop_not_as_an_exclusion():
+    verdict = {**VERDICT, "category": "user_code_error", "layer": "application", "action": "fail_fast"}
+    report = JobReport("j", "r1", "/d", ["cmd"], status="failed", reason="a user bug")
+    report.attempts = [
+        AttemptReport(
+            0,
+            T,
+            {"excluded_nodes": ["node0"]},
+            outcome="failed",
+            detection="rank_exit",
+            verdict=verdict,
+            action="fail_fast",
+            reason="deterministic: a restart repeats it",
+        )
+    ]
+    text = "\n".join(_render(report, width=120))
+    assert "stop: a restart would only repeat this failure" in text
+    assert "deterministic: a restart repeats it" in text
+    assert "without node0" not in text and "excluding" not in text
