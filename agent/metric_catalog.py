@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from triage.collectors.records import CLOCK_EVENT_REASONS as RECORD_CLOCK_EVENT_REASONS
 from triage.taxonomy import Category, Layer
 
 
@@ -78,18 +79,9 @@ AGENT_LABELS = ("node",)
 #: zero `triage_gpu_xid_errors_total` series for each of them on every GPU at start.
 ALERTED_XIDS = ("48", "62", "63", "64", "74", "79", "92", "94", "95", "119", "120", "140", "143", "154")
 
-#: NVML clock-event reasons (docs/field-facts.md bit names). `idle` and `sw_power_cap` under load
-#: are normal, `sync_boost` is by design; the rules alert on the four health reasons (hw_slowdown,
-#: sw_thermal, hw_thermal, hw_power_brake).
-CLOCK_EVENT_REASONS = (
-    "idle",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal",
-    "hw_thermal",
-    "hw_power_brake",
-)
+#: NVML clock-event reasons (collectors/records.py, docs/field-facts.md), the `reason` label's
+#: values. The rules alert on the health reasons of `HEALTH_CLOCK_EVENT_MASK`.
+CLOCK_EVENT_REASONS = tuple(RECORD_CLOCK_EVENT_REASONS.values())
 #: `nvmlDeviceGetRemappedRows`: rows remapped for correctable / uncorrectable errors, and the
 #: pending (applied at the next GPU reset) and failure (RMA) flags.
 REMAP_KINDS = ("correctable", "uncorrectable", "pending", "failure")

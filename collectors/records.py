@@ -24,10 +24,14 @@ CLOCK_EVENT_BITS: dict[str, int] = {
     "clock_event_hw_power_brake": 0x80,
 }
 
-#: Reasons that mean the GPU is being held back for its health, not by design. NOTE: leaves out
-#: SW thermal 0x20, which docs/field-facts.md counts (as THROTTLE_MASK in triage/store/job_data.py,
-#: the dashboard and the alert rules do); unused at present.
-HEALTH_CLOCK_EVENT_MASK = 0x8 | 0x40 | 0x80
+#: The reason of each bit, as the exporter's `reason` label and the dashboard name it.
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    bit: field.removeprefix("clock_event_") for field, bit in CLOCK_EVENT_BITS.items()
+}
+#: Reasons that mean the GPU is being held back for its health, not by design (docs/field-facts.md):
+#: HW slowdown, SW thermal, HW thermal, HW power brake. Idle and the SW power cap under load are
+#: normal, sync boost is by design. The one definition the analyzers, dashboard and exporter use.
+HEALTH_CLOCK_EVENT_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
 #: Xids after which the GPU no longer answers (fallen off the bus, GSP timeout/error).
 GPU_LOST_XIDS = frozenset({79, 119, 120})

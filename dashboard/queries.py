@@ -21,6 +21,7 @@ import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
+from triage.collectors.records import CLOCK_EVENT_REASONS, HEALTH_CLOCK_EVENT_MASK
 from triage.config import ConfigError
 from triage.store import StoreError, check_data_dir, open_snapshot
 from triage.store.job_data import JobData, load_job
@@ -259,19 +260,9 @@ def gpu_health_word(sample: dict[str, Any]) -> str:
     return "ok"
 
 
-#: NVML clock-event reason bits (docs/field-facts.md) -> name; `HEALTH_REASON_BITS`: name -> whether
-#: it is a health signal (HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80).
-CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "idle",
-    0x4: "sw power cap",
-    0x8: "hw slowdown",
-    0x10: "sync boost",
-    0x20: "sw thermal",
-    0x40: "hw thermal",
-    0x80: "hw power brake",
-}
+#: Reason name -> whether it is a health signal (collectors/records.py holds the one definition).
 HEALTH_REASON_BITS: dict[str, bool] = {
-    name: bit in (0x8, 0x20, 0x40, 0x80) for bit, name in CLOCK_EVENT_REASONS.items()
+    name: bool(bit & HEALTH_CLOCK_EVENT_MASK) for bit, name in CLOCK_EVENT_REASONS.items()
 }
 
 

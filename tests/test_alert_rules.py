@@ -160,6 +160,15 @@ def test_templates_use_labels_the_rule_can_carry():
 # --- the rules against the operators' contract ---------------------------------------------
 
 
+def test_the_throttling_alert_watches_exactly_the_health_reasons():
+    from triage.collectors.records import CLOCK_EVENT_REASONS, HEALTH_CLOCK_EVENT_MASK
+
+    health = {name for bit, name in CLOCK_EVENT_REASONS.items() if bit & HEALTH_CLOCK_EVENT_MASK}
+    (expr,) = [r["expr"] for r in _rules() if r.get("alert") == "TriageGpuThrottling"]
+    (matched,) = re.findall(r'reason=~"([^"]+)"', expr)
+    assert set(matched.split("|")) == health == {"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"}
+
+
 def test_every_alert_has_severity_annotations_and_a_runbook_section():
     anchors = {_anchor(line.lstrip("#")) for line in RUNBOOK.read_text().splitlines() if line.startswith("#")}
     for rule in _alerts():

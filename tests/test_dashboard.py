@@ -115,7 +115,7 @@ def test_clock_events_keep_reasons_and_flag_the_health_ones():
         {"time": [1.0, 2.0, 3.0], "gpu": [0, 0, 1], "clock_event_reasons": [0x1, 0x4 | 0x40, None]}
     )
     pts = shaping.clock_event_points(series)
-    assert list(zip(pts["reason"], pts["health"])) == [("sw power cap", False), ("hw thermal", True)]
+    assert list(zip(pts["reason"], pts["health"])) == [("sw_power_cap", False), ("hw_thermal", True)]
     assert queries.gpu_health_word({"gpu_up": True, "clock_event_reasons": 0x40}) == "throttled"
     assert queries.gpu_health_word({"gpu_up": True, "clock_event_reasons": 0x4}) == "ok"
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
+from triage.collectors.records import HEALTH_CLOCK_EVENT_MASK
+
 #: Steps per window of the per-rank compute-time medians (stragglers must persist over windows).
 DEFAULT_WINDOW_STEPS = 50
 #: GPU/kernel events this long before a run's first record are read with it: not to blame them
@@ -330,9 +332,7 @@ SELECT c.* FROM c JOIN split USING (attempt, step) ORDER BY c.step, c.rank
 LIMIT {MAX_DETAIL_ROWS}
 """
 
-#: Throttle reasons that hold a GPU back for its health (docs/field-facts.md): HW slowdown 0x8,
-#: SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
-THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
+THROTTLE_MASK = HEALTH_CLOCK_EVENT_MASK
 
 # Counters are compared with their first reading in the span, so a count from before the job
 # (an old ECC error, replays since boot) is not blamed on it.
