@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from triage.verdict import Culprit
@@ -104,4 +104,25 @@ def culprit_text(culprit: Culprit | Mapping[str, object] | None) -> str:
         text += f", GPU {gpu}" if text else f"GPU {gpu}"
     if uuid:
         text += f" ({uuid})"
+    return text
+
+
+#: What each action does, as a person would say it (the taxonomy's action values are ids).
+ACTION_TEXT = {
+    "restart": "restart from the last checkpoint",
+    "restart_excluding_node": "restart from the last checkpoint without the culprit's node",
+    "rollback": "roll back before the bad step and skip its batch",
+    "checkpoint_and_requeue": "requeue from the last checkpoint (preempted)",
+    "fail_fast": "stop: a restart would only repeat this failure",
+    "alert": "keep running; alert",
+}
+
+
+def action_text(action: str | None, excluded: Sequence[str] = ()) -> str:
+    """The action in words, naming the node a restart leaves out where the caller knows it."""
+    if not action:
+        return "-"
+    text = ACTION_TEXT.get(action, action)
+    if action == "restart_excluding_node" and excluded:
+        text = f"restart from the last checkpoint without {', '.join(excluded)}"
     return text

@@ -17,31 +17,12 @@ from rich.table import Table
 from rich.text import Text
 
 from triage.analyzers.job_analysis import JobAnalysis
-from triage.display import clock, culprit_text, duration, status_colour, when
+from triage.display import action_text, clock, culprit_text, duration, status_colour, when
 from triage.supervisor.supervisor import AttemptReport, JobReport
 
-#: What each action does, as a person would say it (the taxonomy's action values are ids).
-ACTION_TEXT = {
-    "restart": "restart from the last checkpoint",
-    "restart_excluding_node": "restart from the last checkpoint without the culprit's node",
-    "rollback": "roll back before the bad step and skip its batch",
-    "checkpoint_and_requeue": "requeue from the last checkpoint (preempted)",
-    "fail_fast": "stop: a restart would only repeat this failure",
-    "alert": "keep running; alert",
-}
 #: Evidence lines shown per verdict; `--json` carries them all.
 EVIDENCE_SHOWN = 4
 _LABEL_WIDTH = 10
-
-
-def action_text(action: str | None, excluded: Sequence[str] = ()) -> str:
-    """The action in words, naming the node a restart leaves out where the caller knows it."""
-    if not action:
-        return "-"
-    text = ACTION_TEXT.get(action, action)
-    if action == "restart_excluding_node" and excluded:
-        text = f"restart from the last checkpoint without {', '.join(excluded)}"
-    return text
 
 
 def status_text(status: str) -> Text:
