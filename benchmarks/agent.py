@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from triage.config import ConfigError, add_config_args, config_from_args
+from triage.ports import free_port
 from triage.store import StoreWriter
 from triage.store.layout import SUPERVISOR_PARTITION
 from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
@@ -63,13 +63,6 @@ class AgentBenchConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, AgentBenchConfig)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -218,7 +211,7 @@ def _wait_serving(proc: subprocess.Popen[str], port: int, timeout: float = 60.0)
 def measure(cfg: AgentBenchConfig) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="triage-bench-agent-") as tmp:
         data = Path(tmp)
-        agent_port, floor_port = _free_port(), _free_port()
+        agent_port, floor_port = free_port(), free_port()
         spool = SpoolRanks(data, cfg.ranks, cfg.collectives)
         agent = subprocess.Popen(
             [

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.config import ConfigError, add_config_args, config_from_args
+from triage.ports import free_port
 
 PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_ddp.py"
 
@@ -97,13 +97,6 @@ def _median_step_time(cfg: HooksBenchConfig, telemetry: bool, workdir: Path, i: 
     if proc.returncode != 0:
         raise RuntimeError(f"training run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     return float(json.loads(summary.read_text())["step_time_p50_s"])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _plain_step_time(cfg: HooksBenchConfig, auto: bool, workdir: Path, i: int) -> float:
@@ -196,7 +189,7 @@ def _per_event_costs(n: int, data_dir: Path) -> dict[str, float]:
     from triage.trainer_hooks.config import MonitorConfig
     from triage.trainer_hooks.monitor import NullStep, TrainingMonitor
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
     mon = TrainingMonitor(
         MonitorConfig(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,18 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from triage.config import ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID, ENV_NODE, ConfigError
+from triage.ports import free_port
 from triage.reference_trainer.loop import EXIT_PREEMPTED
 from triage.reference_trainer.summary import build_summary, progress_path, read_progress, write_summary
 from triage.reference_trainer.train_config import TrainConfig, attempt_from_env
 
 _POLL_S = 0.2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def prepare_run_dir(run_dir: str) -> Path:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
-from triage.reference_trainer.launcher import free_port
+from triage.ports import free_port
 from triage.store.writer import partition_holder
 from triage.supervisor.keeper import PR_SET_PDEATHSIG
 
