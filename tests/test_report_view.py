@@ -3,7 +3,7 @@
 from rich.console import Console
 
 from triage.commands.report_view import job_report_renderables
-from triage.supervisor.supervisor import AttemptReport, JobReport
+from triage.supervisor.report import AttemptReport, JobReport
 
 T = 1_796_525_467.0  # 2026-12-06 02:51:07 UTC
 VERDICT = {

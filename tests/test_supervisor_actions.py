@@ -21,7 +21,8 @@ from procs import processes_with_job, ranks_of_job
 
 from triage.store import open_snapshot
 from triage.supervisor.config import SupervisorConfig
-from triage.supervisor.supervisor import JobReport, Supervisor
+from triage.supervisor.report import JobReport
+from triage.supervisor.supervisor import Supervisor
 
 pytestmark = pytest.mark.slow
 STEPS = 12

@@ -34,8 +34,9 @@ from triage.store.node_health import quarantined_nodes
 from triage.supervisor.agents import simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.observe import analyze
+from triage.supervisor.report import LiveState
 from triage.supervisor.scenarios import DEFAULT_SCENARIO, HANG_TIMEOUT_S, SCENARIOS
-from triage.supervisor.supervisor import LiveState, Supervisor
+from triage.supervisor.supervisor import Supervisor
 from triage.taxonomy import Action
 
 

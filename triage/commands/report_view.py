@@ -18,7 +18,7 @@ from rich.text import Text
 
 from triage.analyzers.job_analysis import JobAnalysis
 from triage.display import action_text, clock, culprit_text, duration, status_colour, when
-from triage.supervisor.supervisor import AttemptReport, JobReport
+from triage.supervisor.report import AttemptReport, JobReport
 
 #: Evidence lines shown per verdict; `--json` carries them all.
 EVIDENCE_SHOWN = 4

@@ -36,7 +36,8 @@ from triage.commands.report_view import print_job_report
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.quarantine import QuarantineConfig
-from triage.supervisor.supervisor import LiveState, Supervisor
+from triage.supervisor.report import LiveState
+from triage.supervisor.supervisor import Supervisor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

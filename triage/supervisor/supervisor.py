@@ -13,11 +13,11 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +60,8 @@ from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
+from triage.supervisor.report import AttemptReport, JobReport, LiveState
+from triage.supervisor.stop_signals import Interrupted, StopSignals
 from triage.taxonomy import Category
 from triage.trainer_hooks.config import auto_hooks_env
 from triage.trainer_hooks.flight_recorder import DEFAULT_BUFFER_ENTRIES, ENV_BUFFER
@@ -80,163 +82,6 @@ _DRAIN_S = 15.0
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM to the supervisor: stop the job and the agents, then exit 130."""
-
-
-@dataclass
-class AttemptReport:
-    attempt: int
-    started: float
-    plan: dict[str, Any]
-    ended: float | None = None
-    outcome: str | None = None  # completed, failed, hung, preempted
-    exit_code: int | None = None
-    detection: str | None = None  # launcher_exit, rank_exit, hang, gpu_fault, interrupted
-    detected_at: float | None = None
-    diagnosed_at: float | None = None
-    resumed_from_step: int | None = None
-    last_step: int | None = None
-    last_progress: float | None = None
-    first_step_end: float | None = None
-    exited_first: list[int] = field(default_factory=list)  # ranks whose exit was noticed first
-    first_exit_at: float | None = None  # when a rank was first seen gone
-    killed_pids: list[int] = field(default_factory=list)
-    orphans: list[str] = field(default_factory=list)
-    survivors: list[str] = field(default_factory=list)  # orphans that withstood SIGKILL
-    verdict: dict[str, Any] | None = None
-    action: str | None = None
-    reason: str | None = None
-    quarantine: dict[str, Any] | None = None  # the ledger entry this attempt's verdict wrote
-    log: str | None = None  # the attempt's captured output (rotated to <log>.1 past its bound)
-
-    @property
-    def fault_at(self) -> float | None:
-        """When the fault struck, as well as the record tells: where a rank's exit was what the
-        supervisor detected, that exit (seen within one poll); else the verdict's first
-        evidence; never before the last completed step (the fault followed it), which stands
-        in where nothing else is known."""
-        if self.detection == "rank_exit" and self.first_exit_at is not None:
-            return self.first_exit_at
-        first_seen = (self.verdict or {}).get("first_seen")
-        if self.last_progress is None:
-            return first_seen
-        return max(self.last_progress, first_seen if first_seen is not None else self.last_progress)
-
-    @property
-    def detect_s(self) -> float | None:
-        """From the fault to its detection by the supervisor."""
-        if self.detected_at is None or self.fault_at is None:
-            return None
-        return self.detected_at - self.fault_at
-
-
-@dataclass
-class JobReport:
-    job_id: str
-    run_id: str
-    data_dir: str
-    command: list[str]
-    status: str = "running"  # completed, failed, gave_up, interrupted
-    reason: str = ""
-    attempts: list[AttemptReport] = field(default_factory=list)
-    excluded_nodes: list[str] = field(default_factory=list)
-    #: node -> why the ledger held it out of this run from its start
-    quarantined_at_start: dict[str, str] = field(default_factory=dict)
-    store_errors: list[str] = field(default_factory=list)  # records the store did not take
-    analysis: dict[str, Any] | None = None
-
-    def recoveries(self) -> list[dict[str, Any]]:
-        """Per restart: detection time, recovery time (the fault to the end of the next
-        attempt's first step) and steps lost."""
-        out = []
-        for failed, nxt in zip(self.attempts, self.attempts[1:]):
-            if failed.fault_at is None or nxt.first_step_end is None:
-                continue
-            resumed = nxt.resumed_from_step
-            out.append(
-                {
-                    "attempt": failed.attempt,
-                    "category": (failed.verdict or {}).get("category"),
-                    "action": failed.action,
-                    "detection": failed.detection,
-                    "detect_s": round(failed.detect_s or 0.0, 3),
-                    "recover_s": round(nxt.first_step_end - failed.fault_at, 3),
-                    # where the recovery time went: stopping, diagnosing, backoff, then the new
-                    # attempt's start-up (processes, rendezvous, checkpoint load, first step)
-                    "breakdown_s": {
-                        "stop": _span(failed.detected_at, failed.ended),
-                        "diagnose": _span(failed.ended, failed.diagnosed_at),
-                        "backoff": _span(failed.diagnosed_at, nxt.started),
-                        "start_to_first_step": _span(nxt.started, nxt.first_step_end),
-                    },
-                    "steps_lost": (
-                        None if resumed is None or failed.last_step is None else failed.last_step - resumed
-                    ),
-                }
-            )
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "job_id": self.job_id,
-            "run_id": self.run_id,
-            "data_dir": self.data_dir,
-            "command": self.command,
-            "status": self.status,
-            "reason": self.reason,
-            "excluded_nodes": self.excluded_nodes,
-            "quarantined_at_start": self.quarantined_at_start,
-            "store_errors": self.store_errors,
-            "attempts": [
-                {**asdict(a), "fault_at": a.fault_at, "detect_s": a.detect_s} for a in self.attempts
-            ],
-            "recoveries": self.recoveries(),
-            "analysis": self.analysis,
-        }
-
-
-def _span(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else round(b - a, 3)
-
-
-@dataclass(frozen=True)
-class LiveState:
-    """What a progress display shows while the job runs."""
-
-    attempt: int
-    state: str
-    progress: Progress
-    excluded_nodes: tuple[str, ...]
-    incidents: tuple[str, ...]
-
-
-class _StopSignals:
-    """SIGINT/SIGTERM only set a flag that the watch loop turns into `Interrupted`: raised from
-    the handler itself, the exception could land inside a DuckDB query, which converts it to its
-    own error that the store's readers treat as a failed read, and the Ctrl-C would be lost."""
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _StopSignals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.received = signal.Signals(signum).name
-
-    def check(self) -> None:
-        if self.received is not None:
-            raise Interrupted(self.received)
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
 
 
 class Supervisor:
@@ -269,53 +114,80 @@ class Supervisor:
         with JobLock(self.data_dir, self.job_id, self.run_id):
             return self._run()
 
+    def signals(self) -> str:
+        """What this run can see of the job before any rank has reported, for `triage run`'s
+        first line."""
+        always = (
+            "the ranks' output (kept under "
+            f"{run_log_dir(self.data_dir, self.job_id, self.run_id)}) and process exits "
+            "always; PyTorch Flight Recorder dumps on a hang where Triage's hooks run"
+        )
+        if self.cfg.auto_hooks:
+            return (
+                "signals: Triage hooks where the script has them, else auto-instrumentation "
+                "of torchrun ranks (optimizer steps, collectives, exceptions, exits); " + always
+            )
+        return "signals: Triage hooks where the script has them (auto-instrumentation off); " + always
+
     def _run(self) -> JobReport:
+        plan, record = self._begin()
+        with ExitStack() as at_end:
+            with StopSignals() as self._stops:
+                agents = Agents(
+                    self.agent_nodes,
+                    self.data_dir,
+                    gpu=self.cfg.agent_gpu,
+                    sim_gpus=self.cfg.sim_gpus,
+                    interval_s=self.cfg.agent_interval,
+                )
+                # With the agents started, the run's end is recorded however it ends: after
+                # the signal handlers are back, so that a Ctrl-C can cut it short.
+                at_end.callback(self._finish, record)
+                try:
+                    self._attempts(agents, plan)
+                except (Interrupted, KeyboardInterrupt) as exc:
+                    self.report.status = "interrupted"
+                    self.report.reason = f"stopped by {exc or 'Ctrl-C'}"
+                    raise
+                finally:
+                    agents.stop()
+        return self.report
+
+    def _begin(self) -> tuple[Plan, RunRecord]:
+        """The first attempt's plan, and the run recorded as running; refused (`ConfigError`)
+        where the store cannot record it, before anything has started."""
         try:
             plan = self._placement()
             record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
             record_run(self.data_dir, record, status="running")
-        except (StoreError, ManifestError) as exc:  # nothing has started: refuse, clearly
+        except (StoreError, ManifestError) as exc:
             raise ConfigError(
                 f"the store in {self.data_dir} cannot record this run: {exc}. "
                 "Fix or move aside the file named, or use another --data-dir"
             ) from None
-        stops = self._stops = _StopSignals().__enter__()
-        agents = Agents(
-            self.agent_nodes,
+        return plan, record
+
+    def _finish(self, record: RunRecord) -> None:
+        """The last spools ingested, the final analysis, and the run's end recorded."""
+        self._safely("ingesting the last spools", ingest_pending, self.data_dir)
+        final = self._safely(
+            "the final analysis",
+            analyze,
             self.data_dir,
-            gpu=self.cfg.agent_gpu,
-            sim_gpus=self.cfg.sim_gpus,
-            interval_s=self.cfg.agent_interval,
+            self.job_id,
+            self.run_id,
+            self._analyzer_config(),
         )
-        try:
-            self._attempts(agents, plan)
-        except (Interrupted, KeyboardInterrupt) as exc:
-            self.report.status = "interrupted"
-            self.report.reason = f"stopped by {exc or 'Ctrl-C'}"
-            raise
-        finally:
-            agents.stop()
-            stops.__exit__()
-            self._safely("ingesting the last spools", ingest_pending, self.data_dir)
-            final = self._safely(
-                "the final analysis",
-                analyze,
-                self.data_dir,
-                self.job_id,
-                self.run_id,
-                self._analyzer_config(),
-            )
-            self.report.analysis = None if final is None else final.to_dict()
-            self._safely(
-                "recording the run's end",
-                record_run,
-                self.data_dir,
-                record,
-                status=self.report.status,
-                reason=self.report.reason,
-                end_time=time.time(),
-            )
-        return self.report
+        self.report.analysis = None if final is None else final.to_dict()
+        self._safely(
+            "recording the run's end",
+            record_run,
+            self.data_dir,
+            record,
+            status=self.report.status,
+            reason=self.report.reason,
+            end_time=time.time(),
+        )
 
     def _placement(self) -> Plan:
         """The first attempt's plan: the job's nodes the ledger holds quarantined left out.
@@ -699,21 +571,6 @@ class Supervisor:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
             time.sleep(_POLL_S)
-
-    def signals(self) -> str:
-        """What this run can see of the job before any rank has reported, for `triage run`'s
-        first line."""
-        always = (
-            "the ranks' output (kept under "
-            f"{run_log_dir(self.data_dir, self.job_id, self.run_id)}) and process exits "
-            "always; PyTorch Flight Recorder dumps on a hang where Triage's hooks run"
-        )
-        if self.cfg.auto_hooks:
-            return (
-                "signals: Triage hooks where the script has them, else auto-instrumentation "
-                "of torchrun ranks (optimizer steps, collectives, exceptions, exits); " + always
-            )
-        return "signals: Triage hooks where the script has them (auto-instrumentation off); " + always
 
     def _announce(self, attempt: int, progress: Progress) -> None:
         """Say once which signals the ranks turned out to give: the hang rules that apply

@@ -1,0 +1,37 @@
+"""Ctrl-C and SIGTERM to the supervisor, held as a flag while the job runs."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM to the supervisor: stop the job and the agents, then exit 130."""
+
+
+class StopSignals:
+    """SIGINT/SIGTERM only set a flag that the watch loop turns into `Interrupted`: raised from
+    the handler itself, the exception could land inside a DuckDB query, which converts it to its
+    own error that the store's readers treat as a failed read, and the Ctrl-C would be lost.
+    The previous handlers are back on leaving the `with` block."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signal.Signals(signum).name
+
+    def check(self) -> None:
+        if self.received is not None:
+            raise Interrupted(self.received)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
