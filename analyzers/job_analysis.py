@@ -25,12 +25,13 @@ from triage.analyzers.numerical import numerical_findings
 from triage.analyzers.root_cause import Incident, attribute
 from triage.analyzers.sdc import sdc_findings
 from triage.analyzers.straggler import RankScore, straggler_analysis
+from triage.display import Status
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
 
 #: Attempt and job statuses: the store's (running, completed, failed, preempted) plus `hung`,
 #: a running attempt whose ranks live but make no progress.
-STATUSES = ("running", "hung", "completed", "failed", "preempted")
+STATUSES = (Status.RUNNING, Status.HUNG, Status.COMPLETED, Status.FAILED, Status.PREEMPTED)
 
 
 @dataclass
@@ -104,12 +105,12 @@ def _status(job: JobData, attempt: int, root: Incident | None, alive: bool) -> s
         return recorded
     if root is not None:
         if root.verdict.category is Category.PREEMPTION:
-            return "preempted"
+            return Status.PREEMPTED
         hang = root.verdict.category is Category.COLLECTIVE_TIMEOUT and alive
-        return "hung" if hang else "failed"
+        return Status.HUNG if hang else Status.FAILED
     if alive:
-        return "running"
-    return "completed" if _all_exited(job, attempt) else "failed"
+        return Status.RUNNING
+    return Status.COMPLETED if _all_exited(job, attempt) else Status.FAILED
 
 
 def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
@@ -228,7 +229,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     ended_silently = {
         a
         for a in job.attempts
-        if not alive[a] and not _all_exited(job, a) and _recorded_status(job, a) != "completed"
+        if not alive[a] and not _all_exited(job, a) and _recorded_status(job, a) != Status.COMPLETED
     }
     incidents = attribute(job, findings, cfg, ended_silently)
     roots = {i.attempt: i for i in incidents if i.root}
@@ -238,7 +239,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     return JobAnalysis(
         job.job_id,
         job.run_id,
-        attempts[-1].status if attempts else "failed",
+        attempts[-1].status if attempts else Status.FAILED,
         attempts,
         incidents,
         goodput,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from triage.config import ConfigError, add_config_args, config_from_args
+from triage.display import Status
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.scenarios import HANG_TIMEOUT_S, SCENARIOS
 from triage.supervisor.supervisor import Supervisor
@@ -111,4 +112,4 @@ def run(args: argparse.Namespace) -> int:
                 f"recover {rec.get('recover_s', '-')} s, steps lost {rec.get('steps_lost', '-')},"
                 f" goodput {r['goodput_ratio']}, wall {r['wall_s']} s"
             )
-    return 0 if all(r["status"] == "completed" for r in results) else 1
+    return 0 if all(r["status"] == Status.COMPLETED for r in results) else 1

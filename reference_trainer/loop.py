@@ -23,6 +23,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.distributed_c10d import _set_pg_timeout  # private; torchtitan relies on it too
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from triage.display import Status
 from triage.reference_trainer.checkpoint import Checkpointer, step_dir
 from triage.reference_trainer.data import TokenBatches, make_loader, skip_steps_from_env, training_steps
 from triage.reference_trainer.faults import FaultInjector
@@ -273,7 +274,7 @@ class Trainer:
                     self.save_checkpoint()
             self.checkpointer.wait()
             self._after_sealed()
-            self._record("end", exit="completed")
+            self._record("end", exit=Status.COMPLETED)
         except Preempted:
             raise
         except BaseException as exc:

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triage.display import Status
+
 
 def progress_path(run_dir: str | os.PathLike[str], attempt: int) -> Path:
     return Path(run_dir) / f"progress-attempt{attempt}.jsonl"
@@ -69,7 +71,7 @@ def build_summary(
         "losses": losses,
         "step_time_p50_s": statistics.median(times) if times else None,
         "tokens_per_s": tokens / sum(times) if times and sum(times) > 0 else None,
-        "exit": "completed" if completed else "failed",
+        "exit": Status.COMPLETED if completed else Status.FAILED,
         "preempted_checkpoint_step": preempted,
         "error": next((e["message"] for e in reversed(events) if e["event"] == "error"), None),
     }

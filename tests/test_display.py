@@ -44,3 +44,22 @@ def test_every_status_has_one_colour_and_unknown_words_are_grey():
     assert status_colour("failed") == status_colour("hung") != status_colour("completed")
     assert status_colour("something-new") == "#7f7f7f"
     assert [s for s in Status if s.needs_attention] == [Status.FAILED, Status.HUNG, Status.GAVE_UP]
+
+
+def test_every_status_tuple_holds_status_members():
+    """The store's attempt and run statuses, the analysis's and the restart policy's outcomes
+    are `Status` members, not words of their own: a new status word anywhere fails here."""
+    from triage.analyzers.job_analysis import STATUSES
+    from triage.store.schema import ATTEMPT_STATUSES, RUN_STATUSES
+    from triage.supervisor.policy import OUTCOMES
+
+    for statuses in (ATTEMPT_STATUSES, RUN_STATUSES, STATUSES, OUTCOMES):
+        assert statuses and all(type(s) is Status for s in statuses), statuses
+    assert set(STATUSES) == {*ATTEMPT_STATUSES, Status.HUNG}
+
+
+def test_a_status_is_its_word_in_json():
+    import json
+
+    assert json.dumps({"status": Status.GAVE_UP}) == '{"status": "gave_up"}'
+    assert Status.HUNG == "hung" and f"{Status.HUNG}" == str(Status.HUNG) == "hung"

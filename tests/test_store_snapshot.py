@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from store_spools import write_rank
 
@@ -51,6 +52,22 @@ def test_supervisor_outcome_and_newest_attempt_decide(tmp_path):
         )
     with open_snapshot(tmp_path, now=T0 + 10) as snap:
         assert snap.jobs()[0].status == "preempted"
+
+
+def test_the_views_status_words_are_status_values():
+    """The attempts and run_summaries views spell their statuses in SQL; each word is a
+    `Status` (the attempts view's one of ATTEMPT_STATUSES), so a new word fails here."""
+    from triage.display import Status
+    from triage.store.schema import ATTEMPT_STATUSES
+    from triage.store.snapshot import _ATTEMPTS_SQL, _RUNS_SQL
+
+    def words(sql: str) -> set[str]:
+        case = re.search(r"CASE(.*?)END AS status", sql, re.S)
+        assert case, sql
+        return set(re.findall(r"'(\w*)'", case.group(1)))
+
+    assert {"running", "completed", "failed", "preempted"} <= words(_ATTEMPTS_SQL) <= set(ATTEMPT_STATUSES)
+    assert {"running"} <= words(_RUNS_SQL) <= set(Status)
 
 
 def test_exit_with_a_nonzero_code_is_a_failure(tmp_path):

@@ -26,6 +26,7 @@ from triage.collectors.records import (
     ProcessSample,
     Unavailable,
 )
+from triage.display import Status
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES
 
 #: v1: the spool tables as ranks write them. v2: `events.source` says who wrote an event.
@@ -128,7 +129,7 @@ ATTEMPT_OUTCOMES = pa.schema(
     ]
 )
 
-ATTEMPT_STATUSES = ("running", "completed", "failed", "preempted")
+ATTEMPT_STATUSES = (Status.RUNNING, Status.COMPLETED, Status.FAILED, Status.PREEMPTED)
 
 #: The job-level figures the supervisor computes while a job runs (one analysis per job, not
 #: one per node), for the node agents to export: a long table, one row per figure.
@@ -156,7 +157,7 @@ RUNS = pa.schema(
         pa.field("time", pa.float64()),  # when this row was written
         pa.field("start_time", pa.float64()),
         pa.field("end_time", pa.float64()),  # NULL while it runs
-        pa.field("status", pa.string()),  # running, completed, failed, gave_up, interrupted
+        pa.field("status", pa.string()),  # one of RUN_STATUSES
         pa.field("reason", pa.string()),
         pa.field("command", pa.string()),
         pa.field("host", pa.string()),
@@ -164,7 +165,7 @@ RUNS = pa.schema(
         pa.field("user", pa.string()),
     ]
 )
-RUN_STATUSES = ("running", "completed", "failed", "gave_up", "interrupted")
+RUN_STATUSES = (Status.RUNNING, Status.COMPLETED, Status.FAILED, Status.GAVE_UP, Status.INTERRUPTED)
 
 #: The fleet's memory of bad hardware: append-only, the newest row per (node, gpu) wins.
 #: `gpu` NULL is the whole node. A quarantine names its cause and where it was seen; a clear

@@ -99,6 +99,8 @@ class LastArrival:
 
 _VALID_DETAIL = "CASE WHEN json_valid(detail) THEN detail END"
 
+# The status words in the views' SQL are `Status` values (schema.ATTEMPT_STATUSES for an
+# attempt), spelled out so the SQL reads as SQL; tests/test_store_snapshot.py checks them.
 _ATTEMPTS_SQL = """
 CREATE VIEW attempts AS
 WITH keys AS (

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from triage.display import Status
 from triage.taxonomy import TAXONOMY, Action, Category
 
 #: How an attempt ended, as the supervisor saw it.
-OUTCOMES = ("completed", "failed", "hung", "preempted")
+OUTCOMES = (Status.COMPLETED, Status.FAILED, Status.HUNG, Status.PREEMPTED)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Decision:
 def _action_for(last: AttemptResult, previous: AttemptResult | None) -> tuple[Action, str]:
     category = last.category or Category.UNKNOWN
     spec = TAXONOMY[category]
-    if last.outcome == "preempted" and last.category is None:
+    if last.outcome == Status.PREEMPTED and last.category is None:
         return Action.CHECKPOINT_AND_REQUEUE, "the job was stopped on purpose (exit 143)"
     if spec.escalation is not None and previous is not None and previous.category is category:
         return spec.escalation, (
@@ -96,15 +97,15 @@ def decide(
     every node of the job (excluded ones included)."""
     last = history[-1]
     previous = history[-2] if len(history) > 1 else None
-    if last.outcome == "completed":
-        return Decision(None, False, "the job completed", plan, final_status="completed")
+    if last.outcome == Status.COMPLETED:
+        return Decision(None, False, "the job completed", plan, final_status=Status.COMPLETED)
     action, why = _action_for(last, previous)
     if action is Action.FAIL_FAST:
-        return Decision(action, False, f"{why}: restarting would repeat it", plan, final_status="failed")
+        return Decision(action, False, f"{why}: restarting would repeat it", plan, final_status=Status.FAILED)
     if (
         previous is not None
         and last.category is not Category.PREEMPTION
-        and last.outcome != "preempted"
+        and last.outcome != Status.PREEMPTED
         and last.same_failure(previous)
         and (last.last_step or 0) <= (previous.last_step or 0)
     ):
@@ -115,7 +116,7 @@ def decide(
             f" hit the same culprit on attempts {previous.attempt} and {last.attempt} "
             f"without progress past step {previous.last_step or 0}",
             plan,
-            final_status="gave_up",
+            final_status=Status.GAVE_UP,
         )
     restarts_used = len(history) - 1
     if restarts_used >= max_restarts:
@@ -124,7 +125,7 @@ def decide(
             False,
             f"{why}; but --max-restarts {max_restarts} is used up",
             plan,
-            final_status="gave_up",
+            final_status=Status.GAVE_UP,
         )
     # Every plan field carries over: a node left out stays out, a skipped batch stays skipped.
     new = Plan(plan.excluded_nodes, None, plan.skip_steps)
