@@ -29,6 +29,7 @@ from rich.table import Table
 from triage.commands.nodes import return_to_service
 from triage.commands.report_view import print_analysis, print_job_report
 from triage.config import ConfigError, data_dir_from_env
+from triage.display import Status
 from triage.store.layout import run_log_dir
 from triage.store.node_health import quarantined_nodes
 from triage.supervisor.agents import simulated_nodes
@@ -168,5 +169,5 @@ def run(args: argparse.Namespace) -> int:
                 f"  triage dashboard --data-dir {data_dir}",
             )
         )
-    expected_stop = scenario.action is Action.FAIL_FAST and report.status == "failed"
-    return 0 if report.status == "completed" or expected_stop else 1
+    expected_stop = scenario.action is Action.FAIL_FAST and report.status == Status.FAILED
+    return 0 if report.status == Status.COMPLETED or expected_stop else 1

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from triage.analyzers.job_analysis import JobAnalysis
-from triage.display import action_text, clock, culprit_text, duration, status_colour, when
+from triage.display import Status, action_text, clock, culprit_text, duration, status_colour, when
 from triage.supervisor.report import AttemptReport, JobReport
 
 #: Evidence lines shown per verdict; `--json` carries them all.
@@ -226,7 +226,7 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
         line = Text.assemble(
             (f"attempt {a.attempt}", "bold"),
             f"  {clock(a.started)}  ",
-            status_text(a.outcome or "running"),
+            status_text(a.outcome or Status.RUNNING),
             f"  steps {first}..{last}",
             f"  detected by {a.detection}" if a.detection else "",
         )

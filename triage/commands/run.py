@@ -34,6 +34,7 @@ import sys
 
 from triage.commands.report_view import print_job_report
 from triage.config import ConfigError, add_config_args, config_from_args
+from triage.display import Status
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.quarantine import QuarantineConfig
 from triage.supervisor.report import LiveState
@@ -77,4 +78,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=1, default=str))
     else:
         print_job_report(report)
-    return 0 if report.status == "completed" else 1
+    return 0 if report.status == Status.COMPLETED else 1
