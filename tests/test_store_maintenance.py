@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import triage.store.migrations as migrations_mod
 import triage.store.writer as writer_mod
 from triage.collectors.records import GpuSample, HostSample
 from triage.store import (
@@ -102,6 +106,15 @@ def test_previous_schema_version_is_migrated_keeping_every_row(tmp_path):
         rows = snap.sql("SELECT rank, kind, source FROM events ORDER BY rank")
         assert rows == [{"rank": r, "kind": "init_done", "source": "rank"} for r in range(3)]
         assert [r["step"] for r in snap.sql("SELECT step FROM steps ORDER BY step")] == [0, 1, 2, 3]
+
+
+def test_migrations_are_data_that_the_writer_applies():
+    """One step per version after the first, and no import of the writer that applies them."""
+    assert [m.to_version for m in migrations_mod.MIGRATIONS] == list(range(2, SCHEMA_VERSION + 1))
+    tree = ast.parse(Path(migrations_mod.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.startswith("triage.store.writer")}
 
 
 def test_reader_sees_current_columns_on_an_unmigrated_partition(tmp_path):

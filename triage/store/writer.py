@@ -38,7 +38,7 @@ from triage.store.manifest import (
     load_manifest,
     save_manifest,
 )
-from triage.store.migrations import migrate
+from triage.store.migrations import MIGRATIONS
 from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, table_spec
 
 #: Row groups of DuckDB's own size let readers skip by job and time. Dictionaries pay only for
@@ -136,8 +136,22 @@ class StoreWriter:
             )
         self.manifest = manifest
         if manifest.schema_version < SCHEMA_VERSION:
-            migrate(self)
+            self._migrate()
         return self.manifest
+
+    def _migrate(self) -> None:
+        """Bring the partition to `SCHEMA_VERSION` through the `MIGRATIONS` after its version,
+        one commit per step."""
+        for step in MIGRATIONS:
+            if step.to_version <= self.manifest.schema_version:
+                continue
+            added, removed = [], []
+            for table, rewrite in step.rewrites.items():
+                for old in self.manifest.table_segments(table):
+                    new = self.write_segment(table, (rewrite(p) for p in self.read_parts([old])))
+                    added += [new] if new else []
+                    removed.append(old)
+            self.commit(added, removed, schema_version=step.to_version)
 
     def _segment_files(self) -> list[str]:
         """`table/file` of every file in the partition's table folders."""
