@@ -129,7 +129,7 @@ def _merge(a: RankUpdate, row: dict[str, Any]) -> RankUpdate:
     return RankUpdate(**{**a.__dict__, **values})
 
 
-def read_progress(files: Mapping[str, Sequence[str | os.PathLike[str]]]) -> ProgressBatch:
+def aggregate_progress_segments(files: Mapping[str, Sequence[str | os.PathLike[str]]]) -> ProgressBatch:
     """Aggregate the given segment files (table -> paths) of the progress tables."""
     batch = ProgressBatch()
     merged: dict[tuple[str, str, int, int], RankUpdate] = {}

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from triage.agent.config import AgentConfig
 from triage.agent.exporter import ExporterState
-from triage.agent.job_progress import PROGRESS_TABLES, read_progress
+from triage.agent.job_progress import PROGRESS_TABLES, aggregate_progress_segments
 from triage.agent.scheduler import ScheduledCollector
 from triage.collectors.gpu_backend import GpuCollector, make_gpu_collector
 from triage.collectors.host import HostCollector, process_alive
@@ -240,7 +240,7 @@ class NodeAgent:
                 files.setdefault(s.table, []).append(self.writer.segment_path(s))
         self._seen_segments = current
         if files:
-            self.state.apply_progress(read_progress(files), now)
+            self.state.apply_progress(aggregate_progress_segments(files), now)
 
     def read_results(self) -> None:
         """The supervisor's incident counts and newest job scores for the jobs known here."""

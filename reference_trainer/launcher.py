@@ -20,7 +20,7 @@ from typing import Any
 from triage.config import ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID, ENV_NODE, ConfigError
 from triage.ports import free_port
 from triage.reference_trainer.loop import EXIT_PREEMPTED
-from triage.reference_trainer.summary import build_summary, progress_path, read_progress, write_summary
+from triage.reference_trainer.summary import build_summary, progress_path, read_progress_log, write_summary
 from triage.reference_trainer.train_config import TrainConfig, attempt_from_env
 
 _POLL_S = 0.2
@@ -187,7 +187,7 @@ def launch(cfg: TrainConfig) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    events = read_progress(progress)
+    events = read_progress_log(progress)
     completed = all(c == 0 for c in codes) and any(e["event"] == "end" for e in events)
     summary = build_summary(events, job_id=str(cfg.job_id), world_size=nodes.world_size, completed=completed)
     if cfg.summary:

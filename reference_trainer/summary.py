@@ -35,7 +35,7 @@ class ProgressLog:
         os.close(self._fd)
 
 
-def read_progress(path: Path) -> list[dict[str, Any]]:
+def read_progress_log(path: Path) -> list[dict[str, Any]]:
     """Every complete record; a line torn by a kill is dropped."""
     try:
         lines = path.read_text().splitlines()

@@ -1,5 +1,5 @@
-"""`read_progress`: the agent's pyarrow aggregation of new store segments, rule by rule, on
-Parquet files written by hand with the store's schemas."""
+"""`aggregate_progress_segments`: the agent's pyarrow aggregation of new store segments, rule by
+rule, on Parquet files written by hand with the store's schemas."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from triage.agent.job_progress import (
     STEP_TIME_BUCKETS,
     RankUpdate,
     RecentStep,
-    read_progress,
+    aggregate_progress_segments,
 )
 from triage.store.schema import TABLES
 
@@ -59,7 +59,7 @@ def test_ranks_table_takes_node_local_gpu_and_pid_from_the_latest_start(tmp_path
         # No start time: ignored by the arg-max picks, yet counted by max(world_size).
         key(node="n9", local_rank=9, gpu=9, pid=99, world_size=16, start_time=None),
     ]
-    batch = read_progress({"ranks": [write(tmp_path, "ranks", rows)]})
+    batch = aggregate_progress_segments({"ranks": [write(tmp_path, "ranks", rows)]})
     assert batch.ranks == [
         RankUpdate("j", "", 0, 0, node="n1", local_gpu=2, pid=20, world_size=16, start_time=100.0)
     ]
@@ -70,7 +70,7 @@ def test_a_newer_ranks_row_without_a_value_keeps_the_older_value(tmp_path):
         key(node="n0", local_rank=1, pid=10, start_time=100.0),
         key(node=None, local_rank=None, gpu=None, pid=None, start_time=200.0),
     ]
-    (u,) = read_progress({"ranks": [write(tmp_path, "ranks", rows)]}).ranks
+    (u,) = aggregate_progress_segments({"ranks": [write(tmp_path, "ranks", rows)]}).ranks
     assert (u.node, u.local_gpu, u.pid, u.start_time) == ("n0", 1, 10, 100.0)
 
 
@@ -80,7 +80,7 @@ def test_local_gpu_is_local_rank_else_gpu_and_the_ranks_table_wins(tmp_path):
         key(rank=1, node="n0", local_rank=3, gpu=7, start_time=1.0),
     ]
     steps = [key(rank=1, node="n1", gpu=6, step=1), key(rank=2, node="n2", gpu=4, step=1)]
-    batch = read_progress(
+    batch = aggregate_progress_segments(
         {"ranks": [write(tmp_path, "ranks", ranks)], "steps": [write(tmp_path, "steps", steps)]}
     )
     by_key = ranks_of(batch)
@@ -95,7 +95,7 @@ def test_steps_give_max_step_and_last_step_end_each_over_all_rows(tmp_path):
         key(node="n0", gpu=1, step=9, start_time=55.0, end_time=60.0),
         key(node="n0", gpu=1, step=11, start_time=None, end_time=None),
     ]
-    (u,) = read_progress({"steps": [write(tmp_path, "steps", rows)]}).ranks
+    (u,) = aggregate_progress_segments({"steps": [write(tmp_path, "steps", rows)]}).ranks
     assert (u.node, u.local_gpu, u.max_step, u.last_step_end) == ("n0", 1, 11, 60.0)
 
 
@@ -114,7 +114,7 @@ def test_step_time_histogram_bounds_inf_bucket_and_sum_per_job(tmp_path):
         key(step=99, start_time=None, end_time=1.0),  # no start: not counted
         key(step=98, start_time=0.0, end_time=None),
     ]  # no end: not counted
-    batch = read_progress({"steps": [write(tmp_path, "steps", rows)]})
+    batch = aggregate_progress_segments({"steps": [write(tmp_path, "steps", rows)]})
     assert batch.step_buckets == {"j": buckets(*durations.values()), "k": buckets(5)}
     assert batch.step_time_sum == {"j": pytest.approx(sum(durations), rel=1e-12), "k": 2.0}
 
@@ -133,7 +133,7 @@ def test_recent_steps_keep_each_ranks_highest_steps_ordered_by_attempt_then_step
         key(rank=None, step=40, start_time=0.0, end_time=1.0),  # no rank's step
         key(step=None, start_time=0.0, end_time=1.0),
     ]
-    batch = read_progress(
+    batch = aggregate_progress_segments(
         {"steps": [write(tmp_path, "steps", rank0, "s0"), write(tmp_path, "steps", other, "s1")]}
     )
     kept = range(25 - RECENT_STEPS, 25)
@@ -152,7 +152,7 @@ def test_heartbeats_give_pid_of_the_latest_beat_and_its_time(tmp_path):
         key(node="n0", gpu=2, pid=15, time=150.0),
         key(node="n0", gpu=2, pid=99, time=None),
     ]
-    (u,) = read_progress({"heartbeats": [write(tmp_path, "heartbeats", rows)]}).ranks
+    (u,) = aggregate_progress_segments({"heartbeats": [write(tmp_path, "heartbeats", rows)]}).ranks
     assert (u.node, u.local_gpu, u.pid, u.last_heartbeat) == ("n0", 2, 20, 200.0)
 
 
@@ -167,7 +167,7 @@ def test_events_set_exited_and_the_jobs_last_checkpoint(tmp_path):
         key(job_id="k", rank=None, kind="checkpoint_save_end", time=3.0),
         key(job_id=None, rank=None, kind="checkpoint_save_end", time=50.0),
     ]
-    batch = read_progress({"events": [write(tmp_path, "events", rows)]})
+    batch = aggregate_progress_segments({"events": [write(tmp_path, "events", rows)]})
     assert batch.ranks == [
         RankUpdate("j", "", 0, 0, node="n0", local_gpu=0, exited=True),
         RankUpdate("j", "", 0, 1, node="n0", local_gpu=1, exited=False),
@@ -186,7 +186,7 @@ def test_events_set_exited_and_the_jobs_last_checkpoint(tmp_path):
 )
 def test_rows_without_job_attempt_or_rank_update_no_rank(tmp_path, table, row):
     rows = [key(**row), key(job_id=None, **row), key(attempt=None, **row), key(rank=None, **row)]
-    batch = read_progress({table: [write(tmp_path, table, rows)]})
+    batch = aggregate_progress_segments({table: [write(tmp_path, table, rows)]})
     assert [(u.job_id, u.attempt, u.rank) for u in batch.ranks] == [("j", 0, 0)]
 
 
@@ -199,7 +199,7 @@ def test_tables_merge_ranks_first_and_exit_from_events(tmp_path):
         "heartbeats": [write(tmp_path, "heartbeats", [key(node="nY", gpu=6, pid=11, time=4.0)])],
         "events": [write(tmp_path, "events", [key(node="nZ", gpu=7, kind="exit", time=5.0)])],
     }
-    assert read_progress(files).ranks == [
+    assert aggregate_progress_segments(files).ranks == [
         RankUpdate(
             "j",
             "",
@@ -224,7 +224,7 @@ def test_several_files_of_one_table_are_aggregated_together(tmp_path):
         for s in (1, 3, 2)
     ]
     files.append(write(tmp_path, "steps", [], name="empty"))
-    batch = read_progress({"steps": files})
+    batch = aggregate_progress_segments({"steps": files})
     assert ranks_of(batch)["j", 0, 0].max_step == 3
     assert ranks_of(batch)["j", 0, 0].last_step_end == 3.0
     assert batch.step_buckets == {"j": buckets(4, 5, 6)}  # 1.0, 2.0 -> 2.5, 3.0 -> 5.0
@@ -245,7 +245,7 @@ def test_batches_of_a_file_aggregate_again_like_their_rows(tmp_path, monkeypatch
     ]
     heartbeats = [key(pid=p, time=t) for p, t in ((1, 5.0), (2, 9.0), (3, 7.0), (None, 99.0))]
     events = [key(kind="checkpoint_save_end", time=t) for t in (4.0, 8.0, 6.0)]
-    batch = read_progress(
+    batch = aggregate_progress_segments(
         {
             t: [write(tmp_path, t, rows)]
             for t, rows in (
@@ -270,7 +270,7 @@ def test_batches_of_a_file_aggregate_again_like_their_rows(tmp_path, monkeypatch
 def test_a_column_missing_from_an_older_file_reads_as_null(tmp_path):
     old = write(tmp_path, "ranks", [key(rank=0, gpu=5, start_time=1.0)], name="old", drop=("local_rank",))
     new = write(tmp_path, "ranks", [key(rank=1, gpu=5, local_rank=2, start_time=1.0)], "new")
-    batch = read_progress({"ranks": [str(old), new]})
+    batch = aggregate_progress_segments({"ranks": [str(old), new]})
     assert [(u.rank, u.local_gpu) for u in batch.ranks] == [(0, 5), (1, 2)]
 
 
@@ -289,8 +289,8 @@ class NoPandas(importlib.abc.MetaPathFinder):
         if name.partition(".")[0] == "pandas":
             raise ImportError(name)
 sys.meta_path.insert(0, NoPandas())
-from triage.agent.job_progress import read_progress
-batch = read_progress({files!r})
+from triage.agent.job_progress import aggregate_progress_segments
+batch = aggregate_progress_segments({files!r})
 print(batch.ranks[0].exited, batch.ranks[0].pid, len(batch.recent_steps),
       sorted({{m.partition(".")[0] for m in sys.modules}} & {{"duckdb", "pandas"}}))
 """
