@@ -168,6 +168,22 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
             fatal=True,
             ranks=tuple(culprits + waiter_ranks),
         )
+    if culprits:
+        # Most of the group never entered: the few that did were left behind by peers that
+        # stopped taking part (they crashed, were killed, or lost their connections). Their
+        # wait is what those peers' failure looks like from here, not its cause.
+        summary = (
+            f"{ranks_phrase(waiter_ranks)} waited in {op} #{seq} (group {group}) for "
+            f"{waited_s:.0f} s from {clock(since)}, left behind by {ranks_phrase(culprits)}, "
+            f"which stopped before entering it"
+        )
+        return Finding(
+            attempt,
+            Verdict(Category.COLLECTIVE_TIMEOUT, 0.5, summary, Culprit(), since, evidence, consequences),
+            fatal=True,
+            symptom=True,
+            ranks=tuple(waiter_ranks),
+        )
     summary = (
         f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
         f"{waited_s:.0f} s from {clock(since)}; every member entered it, so the "

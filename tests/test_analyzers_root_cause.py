@@ -89,6 +89,29 @@ def test_user_error_is_not_outranked_by_the_peer_resets_it_causes():
     assert root.verdict.culprit.rank == 3
 
 
+def test_a_rank_left_waiting_by_peers_that_lost_their_connections_is_not_the_cause():
+    """The peers' connections close (each rank sees `Connection closed by peer`); the one rank
+    that had already entered the next collective waits there until its own error: a wait that
+    the majority never joined is a consequence, and the verdict is the network error."""
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(20), T0 + 5)
+    for seq in range(1, 27):
+        for r in range(4):
+            b.collective(0, r, "default", seq, T0 + 5 + seq * 0.7, T0 + 5 + seq * 0.7 + 0.05)
+    b.collective(0, 0, "default", 27, end + 0.2, None)
+    for k in range(6):
+        b.heartbeat(0, 0, end + k, 19, ("all_gather", "default", 27, end + 0.2))
+    reset = "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:59079"
+    for r in (1, 2, 3):
+        b.event(0, r, end + 0.3, "exception", reset)
+    b.event(0, 0, end + 4.5, "exception", reset)
+    a = analyze_job(b.load(), AnalyzerConfig())
+    (root,) = roots(a)
+    assert root.verdict.category is Category.NETWORK_ERROR, root.verdict.summary
+    hang = [c for c in root.verdict.consequences if "left behind by ranks 1-3" in c]
+    assert hang, root.verdict.consequences
+
+
 def test_sigterm_on_every_rank_is_preemption():
     b = JobBuilder().world(4)
     end = b.steps(0, range(10), T0 + 5)

@@ -157,43 +157,33 @@ def assert_verdict(
     assert incident["evidence"], "a verdict carries its evidence"
 
 
+# Culprit ranks and fault steps differ from kind to kind (every rank of both nodes is a culprit
+# somewhere), so no verdict is right only for one placement.
 CRASHES = [
     # (inject spec, what the trainer itself prints, category, culprit rank or None)
-    (f"exception@step=3,rank={CULPRIT}", "KeyError: 'labels'", "user_code_error", CULPRIT),
+    ("exception@step=3,rank=1", "KeyError: 'labels'", "user_code_error", 1),
     (
-        f"oom@step=3,rank={CULPRIT}",
+        "oom@step=2,rank=2",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
         "gpu_oom",
-        CULPRIT,
+        2,
     ),
+    ("nan@step=3,rank=0", "FloatingPointError: Loss is nan at step 3", "numerical_instability", 0),
+    ("hang@step=3,rank=1", f"Timed out waiting {TIMEOUT}000ms", "collective_timeout", 1),
+    ("data_error@step=3,rank=0", "is killed by signal: Segmentation fault.", "data_pipeline_error", 0),
+    # On rank 0 the failing write is DCP's metadata, through torch's zip writer, which reports
+    # `unexpected pos N vs M` and loses the errno: Triage then says checkpoint_error (the same
+    # action, restart), as it does for the real logs of that form in tests/data/logs.
+    ("disk_full@step=4,rank=2", "No space left on device", "storage_error", 2),
+    ("network@step=3,rank=2", "Connection closed by peer", "network_error", None),
     (
-        f"nan@step=3,rank={CULPRIT}",
-        "FloatingPointError: Loss is nan at step 3",
-        "numerical_instability",
-        CULPRIT,
-    ),
-    (f"hang@step=3,rank={CULPRIT}", f"Timed out waiting {TIMEOUT}000ms", "collective_timeout", CULPRIT),
-    (
-        f"data_error@step=3,rank={CULPRIT}",
-        "is killed by signal: Segmentation fault.",
-        "data_pipeline_error",
-        CULPRIT,
-    ),
-    (f"disk_full@step=4,rank={CULPRIT}", "No space left on device", "storage_error", CULPRIT),
-    (f"network@step=3,rank={CULPRIT}", "Connection closed by peer", "network_error", None),
-    (
-        f"xid@step=3,xid=13,rank={CULPRIT}",
+        "xid@step=2,xid=13,rank=0",
         "CUDA error: an illegal memory access was encountered",
         "cuda_error",
-        CULPRIT,
+        0,
     ),
-    (f"xid@step=3,xid=79,rank={CULPRIT}", f"Timed out waiting {TIMEOUT}000ms", "gpu_fallen_off_bus", CULPRIT),
-    (
-        f"ecc@step=3,rank={CULPRIT}",
-        "CUDA error: uncorrectable ECC error encountered",
-        "gpu_memory_error",
-        CULPRIT,
-    ),
+    ("xid@step=3,xid=79,rank=2", f"Timed out waiting {TIMEOUT}000ms", "gpu_fallen_off_bus", 2),
+    ("ecc@step=3,rank=1", "CUDA error: uncorrectable ECC error encountered", "gpu_memory_error", 1),
     (f"nvlink@step=3,rank={CULPRIT}", "Connection closed by peer", "nvlink_error", CULPRIT),
     ("sigterm@step=3", "preempted (SIGTERM): checkpoint saved at step 3", "preemption", None),
 ]
@@ -210,10 +200,11 @@ def test_failure_is_attributed_to_its_root_cause(tmp_path, spec, printed, catego
     rc, out, summary = run_scenario(tmp_path, spec)
     assert rc == (143 if category == "preemption" else 1), out
     assert printed in out
-    # no step after the fault completes: faults at step 3 stop it before it ends (a DataLoader
-    # worker prefetches, so its death may even stop step 2); preemption checkpoints step 3; the
-    # disk fills while the checkpoint of step 4 is written
-    last = {"preemption": 3, "storage_error": 4}.get(category, 2)
+    # no step after the fault completes: a fault at step N stops it before it ends (a DataLoader
+    # worker prefetches, so its death may even stop step N-1); preemption checkpoints step 3;
+    # the disk fills while the checkpoint of step 4 is written
+    step = int(spec.split("step=")[1].split(",")[0]) if "step=" in spec else 3
+    last = {"preemption": 3, "storage_error": 4}.get(category, step - 1)
     assert summary["steps_completed"] <= last
     report = analyze(tmp_path)
     incident = root_incident(report)
@@ -231,10 +222,10 @@ def test_failure_is_attributed_to_its_root_cause(tmp_path, spec, printed, catego
 
 
 def test_sigkill_of_one_rank(tmp_path):
-    rc, out, _ = run_scenario(tmp_path, f"kill@step=3,rank={CULPRIT}")
+    rc, out, _ = run_scenario(tmp_path, "kill@step=3,rank=0")
     assert rc != 0 and "Signal 9 (SIGKILL) received by PID" in out, out
     incident = root_incident(analyze(tmp_path))
-    assert incident["culprit"]["rank"] == CULPRIT, incident
+    assert incident["culprit"]["rank"] == 0, incident
 
 
 def test_corrupt_checkpoint_is_found_on_the_next_attempt(tmp_path):
@@ -272,10 +263,10 @@ def test_slow_faults_are_reported_without_a_crash(tmp_path):
 
 
 def test_straggler_without_hardware_signal(tmp_path):
-    rc, out, _ = run_scenario(tmp_path, f"slow@step=2,rank={CULPRIT},factor=4", steps=14)
+    rc, out, _ = run_scenario(tmp_path, "slow@step=2,rank=2,factor=4", steps=14)
     assert rc == 0, out
     report = analyze(tmp_path)
     stragglers = [i for i in report["incidents"] if i["category"] == "straggler"]
     assert stragglers, [(i["category"], i["culprit"]) for i in report["incidents"]]
-    assert_verdict(tmp_path, stragglers[0], "straggler", gpu=False)
-    assert max(report["stragglers"], key=lambda s: s["score"])["rank"] == CULPRIT
+    assert_verdict(tmp_path, stragglers[0], "straggler", rank=2, gpu=False)
+    assert max(report["stragglers"], key=lambda s: s["score"])["rank"] == 2
