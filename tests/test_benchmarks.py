@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -98,7 +99,10 @@ def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout)
-    assert r["auto_step_record_us"] > 0 and r["step_record_us"] > 0 and r["within_targets"]
+    # differences of two timings: on a busy machine one can come out below zero, so the test
+    # checks that they are measured and judged, not how large they are
+    assert math.isfinite(r["auto_step_record_us"]) and math.isfinite(r["step_record_us"])
+    assert r["within_targets"]
     tight = subprocess.run(
         [
             sys.executable,
@@ -110,8 +114,7 @@ def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
             "--skip-training",
             "--events",
             "2000",
-            "--auto-step-target-us",
-            "1e-9",
+            "--auto-step-target-us=-1e9",  # a target no measurement meets, however noisy
         ],
         capture_output=True,
         text=True,
