@@ -9,10 +9,11 @@ and `charts`, and everything here only lays those out.
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
@@ -20,7 +21,11 @@ import streamlit as st
 from triage.dashboard import charts, log_view, queries, shaping
 from triage.dashboard.config import DashboardConfig
 from triage.dashboard.queries import FleetView, JobView, StoreUnreadable
+from triage.display import Status, action_text, status_colour, when
 from triage.names import is_valid_name
+
+if TYPE_CHECKING:
+    from streamlit.elements.lib.column_types import ColumnConfig
 
 PAGES: dict[str, str] = {
     "fleet": "Fleet",
@@ -30,15 +35,6 @@ PAGES: dict[str, str] = {
     "incident": "Incident",
     "logs": "Logs",
 }
-#: Streamlit markdown colours of job statuses (headless browsers often lack emoji fonts).
-STATUS_COLORS = {
-    "running": "blue",
-    "completed": "green",
-    "failed": "red",
-    "hung": "red",
-    "preempted": "orange",
-}
-
 CFG = DashboardConfig.from_env()
 
 
@@ -87,10 +83,26 @@ def _data_dir(cfg: DashboardConfig) -> str:
     return cfg.data_dir
 
 
-def _when(t: float | None) -> str:
-    if t is None or pd.isna(t):
-        return "-"
-    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def status_html(status: str) -> str:
+    """A status word in its colour (`triage.display`'s, the CLI's too), for Markdown shown with
+    `unsafe_allow_html`: Streamlit's `:color[...]` takes only named colours. A word rather than
+    an emoji: headless browsers often lack emoji fonts."""
+    return f'<span style="color: {status_colour(status)}; font-weight: 600">{html.escape(status)}</span>'
+
+
+def status_styled(frame: pd.DataFrame, column: str = "status") -> pd.io.formats.style.Styler:
+    """`frame` with each cell of `column` in its status's colour. A number column shown from a
+    Styler takes the Styler's text (`4.000000` for a float) unless its column_config gives a
+    format: see `_whole_numbers`."""
+    style = frame.style
+    if column not in frame.columns:
+        return style
+    return style.map(lambda s: f"color: {status_colour(str(s))}; font-weight: 600", subset=[column])
+
+
+def _whole_numbers(*columns: str) -> dict[str, ColumnConfig]:
+    """Columns of counts and steps, shown as `4` even where a missing value made them floats."""
+    return {c: st.column_config.NumberColumn(c, format="%d") for c in columns}
 
 
 def _go(page: str, **params: object) -> None:
@@ -106,7 +118,7 @@ def _open_buttons(incidents: pd.DataFrame, key: str) -> None:
         c1, c2 = st.columns([6, 1])
         root = " · **root cause**" if r.root_cause else ""
         c1.markdown(
-            f"`{_when(r.time)}` **{r.job_id}** attempt {r.attempt} — "
+            f"`{when(r.time)}` **{r.job_id}** attempt {r.attempt} — "
             f"**{r.category}** ({r.layer}){root}: {_md(r.summary[:160])}"
         )
         if c2.button("Open", key=f"{key}-{r.job_id}-{r.index}"):
@@ -149,39 +161,44 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
     jobs, inc, nodes = view.jobs, view.incidents, view.nodes
     cols = st.columns(6)
     cols[0].metric("jobs", len(jobs))
-    cols[1].metric("running", int((jobs["status"] == "running").sum()))
-    cols[2].metric("failed or hung", int(jobs["status"].isin(["failed", "hung"]).sum()))
+    cols[1].metric("running", int((jobs["status"] == Status.RUNNING).sum()))
+    cols[2].metric(
+        "failed, hung or gave up", int(jobs["status"].isin([s for s in Status if s.needs_attention]).sum())
+    )
     cols[3].metric("open incidents", int(jobs["open_incidents"].fillna(0).sum()))
     cols[4].metric("nodes (excluded)", f"{len(nodes)} ({int(nodes['excluded'].sum())})")
     cols[5].metric("GPUs not ok", f"{int((view.gpus['health'] != 'ok').sum())} of {len(view.gpus)}")
 
     st.subheader("Jobs")
     table = jobs.assign(
-        last_progress=jobs["last_progress"].map(_when),
+        last_progress=jobs["last_progress"].map(when),
         goodput=jobs["goodput_ratio"],
         link="?page=job&job=" + jobs["job_id"],
     )
     st.dataframe(
-        table[
-            [
-                "job_id",
-                "status",
-                "attempts",
-                "ranks",
-                "max_step",
-                "goodput",
-                "open_incidents",
-                "last_progress",
-                "link",
+        status_styled(
+            table[
+                [
+                    "job_id",
+                    "status",
+                    "attempts",
+                    "ranks",
+                    "max_step",
+                    "goodput",
+                    "open_incidents",
+                    "last_progress",
+                    "link",
+                ]
             ]
-        ],
+        ),
         hide_index=True,
         width="stretch",
         column_config={
             "goodput": st.column_config.ProgressColumn(
                 "goodput", format="percent", min_value=0.0, max_value=1.0
             ),
-            "max_step": st.column_config.NumberColumn("last step"),
+            **_whole_numbers("attempts", "ranks", "open_incidents"),
+            "max_step": st.column_config.NumberColumn("last step", format="%d"),
             "link": st.column_config.LinkColumn("page", display_text="open job"),
         },
     )
@@ -203,7 +220,7 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
         st.dataframe(
             nodes.assign(
                 excluded=nodes["excluded"].map({True: "EXCLUDED", False: ""}),
-                last_seen=nodes["last_seen"].map(_when),
+                last_seen=nodes["last_seen"].map(when),
             ),
             hide_index=True,
             width="stretch",
@@ -214,7 +231,7 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
             "there is no GPU) to see GPU health here."
         )
     else:
-        g = view.gpus.assign(last_sample=view.gpus["last_sample"].map(_when))
+        g = view.gpus.assign(last_sample=view.gpus["last_sample"].map(when))
         st.dataframe(
             g,
             hide_index=True,
@@ -243,7 +260,8 @@ def job_page(cfg: DashboardConfig, job_id: str | None) -> None:
     if view is None:
         return
     a = view.analysis
-    st.header(f"Job {a.job_id} — :{STATUS_COLORS.get(a.status, 'gray')}[{a.status}]")
+    st.header(f"Job {a.job_id}")
+    st.markdown(f"**status** {status_html(a.status)}", unsafe_allow_html=True)
     g = a.goodput
     cols = st.columns(5)
     cols[0].metric("attempts", len(a.attempts))
@@ -279,9 +297,14 @@ def job_page(cfg: DashboardConfig, job_id: str | None) -> None:
     with right:
         st.subheader("Attempts")
         st.dataframe(
-            pd.DataFrame([{**s.to_dict(), "start": _when(s.start), "end": _when(s.end)} for s in a.attempts]),
+            status_styled(
+                pd.DataFrame(
+                    [{**s.to_dict(), "start": when(s.start), "end": when(s.end)} for s in a.attempts]
+                )
+            ),
             hide_index=True,
             width="stretch",
+            column_config=_whole_numbers("attempt", "ranks", "first_step", "last_step"),
         )
     if not view.steps.empty:
         left, right = st.columns(2)
@@ -380,7 +403,7 @@ def gpu_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.caption(f"No Xid on {node} during this job.")
     else:
         st.altair_chart(charts.xid_chart(xids), width="stretch")
-        st.dataframe(xids.assign(time=xids["time"].map(_when)), hide_index=True, width="stretch")
+        st.dataframe(xids.assign(time=xids["time"].map(when)), hide_index=True, width="stretch")
 
 
 def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
@@ -410,11 +433,12 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
     st.markdown(
         f"**category** `{v['category']}` · **layer** `{v['layer']}` · "
         f"**confidence** {v['confidence']:.2f} · **culprit** {_md(d.culprit)} · "
-        f"**first seen** {_when(v['first_seen'])}"
+        f"**first seen** {when(v['first_seen'])}"
     )
     st.subheader("Action and result")
     st.markdown(
-        f"- **recommended**: `{v['action']}`\n- **taken**: {_md(d.action_taken)}\n"
+        f"- **recommended**: {_md(action_text(v['action']))} (`{v['action']}`)\n"
+        f"- **taken**: {_md(d.action_taken)}\n"
         f"- **result**: {_md(d.result)}"
     )
     st.subheader("Evidence (log lines and metric points)")
@@ -422,7 +446,7 @@ def incident_page(cfg: DashboardConfig, job_id: str | None) -> None:
         st.caption("The verdict carries no evidence items.")
     else:
         st.dataframe(
-            d.evidence.assign(time=d.evidence["time"].map(_when)),
+            d.evidence.assign(time=d.evidence["time"].map(when)),
             hide_index=True,
             width="stretch",
             column_config={"text": st.column_config.TextColumn("text", width="large")},
@@ -541,7 +565,7 @@ def main(cfg: DashboardConfig) -> None:
             RENDER[page](cfg, job_id)
         except StoreUnreadable as exc:
             st.error(str(exc))
-        st.caption(f"Read at {_when(time.time())}")
+        st.caption(f"Read at {when(time.time())}")
 
     body()
 

@@ -2,6 +2,12 @@
 
 Builders take the frames of `queries`/`shaping` and return a chart; they never read the store,
 so a test can render one to a Vega-Lite spec and check what it encodes.
+
+Times (triage.display's policy: every time shown is UTC): a time column goes to Vega as
+timezone-aware UTC datetimes on a `utc` scale with an explicit label format, so the axis reads
+`02:51:07` in UTC whatever the viewer's browser zone (Streamlit hands Vega aware datetimes as
+the instants they are; naive ones it shifts by the browser's offset), and never shows Vega's
+sub-second `.760` ticks. Tooltips show the time as `triage.display.when` writes it.
 """
 
 from __future__ import annotations
@@ -9,22 +15,43 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from triage.display import when
+
 WIDTH = "container"
 MARKER_COLORS = alt.Scale(
     domain=["incident", "restart", "checkpoint"], range=["#d62728", "#ff7f0e", "#2ca02c"]
 )
 TIME_TITLE = "time (UTC)"
+#: Labels of a job's time axes (a job's charts span minutes to hours).
+TIME_FORMAT = "%H:%M:%S"
+#: Labels of the fleet's time axis, whose incidents may span days.
+DATE_TIME_FORMAT = "%m-%d %H:%M"
+#: The tooltip column that holds each point's time as `triage.display.when` writes it.
+WHEN = "time_utc"
 
 
 def _utc(seconds: pd.Series) -> pd.Series:
-    """Unix seconds -> naive UTC datetimes (Vega-Lite shows naive times as they are)."""
-    return pd.to_datetime(seconds.astype(float), unit="s")
+    """Unix seconds -> timezone-aware UTC datetimes."""
+    return pd.to_datetime(seconds.astype(float), unit="s", utc=True)
 
 
 def _with_time(df: pd.DataFrame, col: str = "time") -> pd.DataFrame:
+    """`col` (unix seconds) as UTC datetimes, and the same time as text in `WHEN`."""
     out = df.copy()
+    out[WHEN] = [when(t) for t in out[col].astype(float)]
     out[col] = _utc(out[col])
     return out
+
+
+def time_x(fmt: str = TIME_FORMAT) -> alt.X:
+    """The x channel of every time axis: UTC scale, explicit labels, titled `time (UTC)`."""
+    return alt.X(
+        "time:T", title=TIME_TITLE, scale=alt.Scale(type="utc"), axis=alt.Axis(format=fmt, labelOverlap=True)
+    )
+
+
+def _time_tooltip() -> alt.Tooltip:
+    return alt.Tooltip(f"{WHEN}:N", title="time")
 
 
 def marker_rules(markers: pd.DataFrame) -> alt.Chart:
@@ -32,9 +59,9 @@ def marker_rules(markers: pd.DataFrame) -> alt.Chart:
         alt.Chart(_with_time(markers))
         .mark_rule(strokeWidth=2, strokeDash=[4, 3])
         .encode(
-            x=alt.X("time:T", title=TIME_TITLE),
+            x=time_x(),
             color=alt.Color("kind:N", scale=MARKER_COLORS, title="marker"),
-            tooltip=[alt.Tooltip("kind:N"), alt.Tooltip("label:N"), alt.Tooltip("time:T", format="%H:%M:%S")],
+            tooltip=[alt.Tooltip("kind:N"), alt.Tooltip("label:N"), _time_tooltip()],
         )
     )
     return chart
@@ -50,10 +77,10 @@ def step_timeline(
         alt.Chart(_with_time(data))
         .mark_line(point=True)
         .encode(
-            x=alt.X("time:T", title=TIME_TITLE),
+            x=time_x(),
             y=alt.Y(f"{column}:Q", title=title),
             detail="attempt:N",
-            tooltip=["attempt:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".3f")],
+            tooltip=["attempt:Q", "step:Q", alt.Tooltip(f"{column}:Q", format=".3f"), _time_tooltip()],
         )
     )
     return alt.layer(line, marker_rules(markers)).properties(width=WIDTH, height=220)
@@ -106,7 +133,7 @@ def incidents_over_time(incidents: pd.DataFrame) -> alt.Chart:
         alt.Chart(data)
         .mark_circle(size=120, opacity=0.85)
         .encode(
-            x=alt.X("time:T", title=TIME_TITLE),
+            x=time_x(DATE_TIME_FORMAT),
             y=alt.Y("category:N", title=None),
             color=alt.Color("layer:N", title="layer"),
             shape=alt.Shape("root_cause:N", title="root cause"),
@@ -117,7 +144,7 @@ def incidents_over_time(incidents: pd.DataFrame) -> alt.Chart:
                 "layer:N",
                 "culprit:N",
                 "summary:N",
-                alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"),
+                _time_tooltip(),
             ],
         )
         .properties(width=WIDTH, height=max(160, 40 + 30 * incidents["category"].nunique()))
@@ -186,14 +213,10 @@ def gpu_metric(series: pd.DataFrame, column: str, title: str) -> alt.Chart:
         alt.Chart(_with_time(series.dropna(subset=[column])))
         .mark_line()
         .encode(
-            x=alt.X("time:T", title=TIME_TITLE),
+            x=time_x(),
             y=alt.Y(f"{column}:Q", title=title),
             color=alt.Color("gpu:N", title="GPU"),
-            tooltip=[
-                "gpu:Q",
-                alt.Tooltip(f"{column}:Q", format=".1f"),
-                alt.Tooltip("time:T", format="%H:%M:%S"),
-            ],
+            tooltip=["gpu:Q", alt.Tooltip(f"{column}:Q", format=".1f"), _time_tooltip()],
         )
         .properties(width=WIDTH, height=200)
     )
@@ -206,12 +229,12 @@ def clock_events_chart(points: pd.DataFrame) -> alt.Chart:
         alt.Chart(_with_time(points))
         .mark_tick(thickness=2)
         .encode(
-            x=alt.X("time:T", title=TIME_TITLE),
+            x=time_x(),
             y=alt.Y("gpu:O", title="GPU"),
             color=alt.Color("reason:N", title="clock-event reason"),
-            tooltip=["gpu:Q", "reason:N", "health:N", alt.Tooltip("time:T", format="%H:%M:%S")],
+            tooltip=["gpu:Q", "reason:N", "health:N", _time_tooltip()],
         )
-        .properties(width=WIDTH, height=60 + 24 * max(1, points["gpu"].nunique()))
+        .properties(width=WIDTH, height=100 + 24 * max(1, points["gpu"].nunique()))
     )
     return chart
 
@@ -220,11 +243,9 @@ def xid_chart(points: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
     data = _with_time(points).assign(
         gpu=lambda d: d["gpu"].fillna(-1).astype(int), xid=lambda d: d["xid"].fillna(-1).astype(int)
     )
-    base = alt.Chart(data).encode(
-        x=alt.X("time:T", title=TIME_TITLE), y=alt.Y("gpu:O", title="GPU (-1: unmapped)")
-    )
+    base = alt.Chart(data).encode(x=time_x(), y=alt.Y("gpu:O", title="GPU (-1: unmapped)"))
     dots = base.mark_point(filled=True, size=140, color="#d62728").encode(
-        tooltip=["gpu:Q", "xid:Q", "source:N", "text:N", alt.Tooltip("time:T", format="%H:%M:%S")]
+        tooltip=["gpu:Q", "xid:Q", "source:N", "text:N", _time_tooltip()]
     )
     labels = base.mark_text(dy=-12).encode(text="xid:Q")
-    return alt.layer(dots, labels).properties(width=WIDTH, height=60 + 30 * max(1, data["gpu"].nunique()))
+    return alt.layer(dots, labels).properties(width=WIDTH, height=100 + 30 * max(1, data["gpu"].nunique()))

@@ -23,6 +23,7 @@ from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
 from triage.collectors.records import CLOCK_EVENT_REASONS, HEALTH_CLOCK_EVENT_MASK
 from triage.config import ConfigError
+from triage.display import Status, culprit_text
 from triage.store import StoreError, check_data_dir, open_snapshot
 from triage.store.job_data import JobData, load_job
 from triage.store.layout import spool_nodes
@@ -161,11 +162,6 @@ INCIDENT_COLUMNS = [
 ]
 
 
-def culprit_text(culprit: dict[str, Any]) -> str:
-    parts = [f"{k} {culprit[k]}" for k in ("rank", "node", "gpu") if culprit.get(k) is not None]
-    return ", ".join(parts) or "-"
-
-
 def incident_table(analysis: JobAnalysis) -> pd.DataFrame:
     """One row per incident of a job; `index` is its position in `analysis.incidents`, which
     is how the incident page addresses it."""
@@ -193,7 +189,7 @@ def incident_table(analysis: JobAnalysis) -> pd.DataFrame:
 def open_incidents(analysis: JobAnalysis) -> list[int]:
     """Indexes of the incidents still open: those of the newest attempt of a job that has not
     completed (a restart that succeeded, or a finished job, closes them)."""
-    if not analysis.attempts or analysis.status == "completed":
+    if not analysis.attempts or analysis.status == Status.COMPLETED:
         return []
     newest = analysis.attempts[-1].attempt
     return [i for i, inc in enumerate(analysis.incidents) if inc.attempt == newest]

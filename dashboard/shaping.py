@@ -12,8 +12,10 @@ from typing import Any
 import pandas as pd
 
 from triage.analyzers.goodput import Goodput
-from triage.dashboard.queries import HEALTH_REASON_BITS, JobView, clock_event_names, culprit_text
+from triage.dashboard.queries import HEALTH_REASON_BITS, JobView, clock_event_names
+from triage.display import action_text, culprit_text
 from triage.store.job_data import JobData
+from triage.taxonomy import Action
 
 MARKER_COLUMNS = ["time", "kind", "label"]
 
@@ -110,7 +112,7 @@ class IncidentDetail:
     attempt: int
     root_cause: bool
     verdict: dict[str, Any]  # Verdict.to_dict()
-    culprit: str
+    culprit: str  # triage.display.culprit_text, "-" where the verdict names nobody
     evidence: pd.DataFrame  # time, source, rank, line, text
     consequences: list[str]
     action_taken: str
@@ -126,7 +128,7 @@ def incident_detail(view: JobView, index: int) -> IncidentDetail:
         inc.attempt,
         inc.root,
         v,
-        culprit_text(v["culprit"]),
+        culprit_text(v["culprit"]) or "-",
         evidence,
         v["consequences"],
         _action_taken(view, inc.attempt, v),
@@ -135,17 +137,21 @@ def incident_detail(view: JobView, index: int) -> IncidentDetail:
 
 
 def _action_taken(view: JobView, attempt: int, verdict: dict[str, Any]) -> str:
-    """What the supervisor recorded for the attempt (the same category first), else that
-    nothing was recorded and what the taxonomy recommends."""
+    """What the supervisor recorded for the attempt (the same category first), in words, else
+    that nothing was recorded and what the taxonomy recommends. The culprit's node is named
+    as left out only where the action was `restart_excluding_node`: the supervisor records
+    the culprit's node with every action, and a fail-fast or plain restart excludes nobody."""
     sup = view.supervisor_incidents
     mine = sup[sup["attempt"] == attempt]
     same = mine[mine["category"] == verdict["category"]]
     row = (same if not same.empty else mine).tail(1)
     if row.empty:
-        return f"none recorded by the supervisor (recommended: {verdict['action']})"
+        return f"none recorded by the supervisor (recommended: {action_text(verdict['action'])})"
     r = row.iloc[0]
-    where = f" excluding {r['culprit_node']}" if isinstance(r["culprit_node"], str) else ""
-    return f"{r['action']}{where} (supervisor, for {r['category']})"
+    action = r["action"] if isinstance(r["action"], str) else None
+    node = r["culprit_node"]
+    excluded = [node] if action == Action.RESTART_EXCLUDING_NODE.value and isinstance(node, str) else []
+    return f"{action_text(action, excluded)} (supervisor, for {r['category']})"
 
 
 def _result(view: JobView, attempt: int) -> str:

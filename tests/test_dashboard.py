@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -17,8 +19,9 @@ from streamlit.testing.v1 import AppTest
 from triage.cli import main
 from triage.commands.dashboard import APP, streamlit_command
 from triage.config import ENV_DATA_DIR, ConfigError
-from triage.dashboard import queries, shaping
+from triage.dashboard import charts, queries, shaping
 from triage.dashboard.config import DashboardConfig
+from triage.display import action_text, culprit_text, status_colour, when
 from triage.store import ingest_spools
 
 
@@ -45,7 +48,7 @@ def test_fleet_lists_jobs_incidents_and_marks_the_excluded_node(store):
         "gpu",
         True,
     )
-    assert inc["culprit"] == "rank 3, node node1, gpu 1"
+    assert inc["culprit"] == "rank 3 on node1, GPU 1 (GPU-node1-1)"  # triage.display.culprit_text
     nodes = f.nodes.set_index("node")
     assert nodes.loc["node1", "excluded"] and not nodes.loc["node0", "excluded"]
     gpus = f.gpus.set_index(["node", "gpu"])
@@ -77,7 +80,10 @@ def test_goodput_frame_holds_productive_time_and_each_nonzero_bucket(job_view):
 def test_incident_detail_says_what_the_supervisor_did_and_how_it_ended(job_view):
     d = shaping.incident_detail(job_view, 0)
     assert d.verdict["category"] == "gpu_fallen_off_bus" and d.root_cause
-    assert d.action_taken.startswith("restart_excluding_node excluding node1")
+    assert d.action_taken == (
+        "restart from the last checkpoint without node1 (supervisor, for gpu_fallen_off_bus)"
+    )
+    assert d.culprit == culprit_text(d.verdict["culprit"]) == "rank 3 on node1, GPU 1 (GPU-node1-1)"
     assert d.result == "attempt 1 completed, steps 6-15"
     assert any(c.startswith("collective_timeout") for c in d.consequences)
     assert not d.evidence.empty and "Xid" in " ".join(d.evidence["text"])
@@ -93,8 +99,79 @@ def test_incident_without_a_supervisor_record_names_the_recommended_action(job_v
         job_view.supervisor_incidents.iloc[0:0],
     )
     assert shaping.incident_detail(view, 0).action_taken == (
-        "none recorded by the supervisor (recommended: restart_excluding_node)"
+        "none recorded by the supervisor (recommended: "
+        "restart from the last checkpoint without the culprit's node)"
     )
+
+
+def _with_supervisor_action(view: queries.JobView, action: str) -> queries.JobView:
+    """The view as if the supervisor had taken `action` on the incident (it records the
+    culprit's node, node1, with every action)."""
+    sup = view.supervisor_incidents.assign(action=action)
+    return dataclasses.replace(view, supervisor_incidents=sup)
+
+
+@pytest.mark.parametrize("action", ["fail_fast", "restart", "checkpoint_and_requeue"])
+def test_an_action_that_excludes_nobody_names_no_excluded_node(job_view, action):
+    view = _with_supervisor_action(job_view, action)
+    assert view.supervisor_incidents["culprit_node"].tolist() == ["node1"]
+    taken = shaping.incident_detail(view, 0).action_taken
+    assert taken == f"{action_text(action)} (supervisor, for gpu_fallen_off_bus)"
+    assert "excluding" not in taken and "node1" not in taken
+
+
+def test_restart_excluding_node_names_the_node_left_out(job_view):
+    view = _with_supervisor_action(job_view, "restart_excluding_node")
+    taken = shaping.incident_detail(view, 0).action_taken
+    assert taken.startswith(action_text("restart_excluding_node", ["node1"]))
+    assert "without node1" in taken
+
+
+# -- charts: every time axis is UTC with readable labels ----------------------------------------
+
+
+def _time_encodings(spec: object) -> list[dict]:
+    """Every encoding channel of a Vega-Lite spec that draws a temporal field."""
+    found = []
+    if isinstance(spec, dict):
+        if spec.get("type") == "temporal" and "field" in spec:
+            found.append(spec)
+        for v in spec.values():
+            found += _time_encodings(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found += _time_encodings(v)
+    return found
+
+
+def _assert_utc_time_axes(spec: dict, fmt: str = "%H:%M:%S") -> None:
+    axes = _time_encodings(spec)
+    assert axes, "no time axis"
+    for x in axes:
+        assert x["scale"] == {"type": "utc"}, x
+        assert x["axis"]["format"] == fmt, x  # never Vega's default `.760` millisecond ticks
+        assert x["title"] == "time (UTC)", x
+
+
+def _rows(spec: dict) -> list[dict]:
+    return [r for rows in spec["datasets"].values() for r in rows]
+
+
+def test_time_charts_have_a_utc_axis_and_show_times_as_display_writes_them(job_view):
+    steps = job_view.steps
+    markers = shaping.job_markers(job_view)
+    spec = charts.step_timeline(steps, markers, "tokens_per_s", "throughput").to_dict()
+    _assert_utc_time_axes(spec)
+    first = steps.iloc[0]
+    row = next(r for r in _rows(spec) if r.get("step") == first["step"] and r.get("attempt") == 0)
+    # an instant with its offset, so neither altair nor Streamlit reads it as the browser's zone
+    assert row["time"] == pd.Timestamp(first["end"], unit="s", tz="UTC").isoformat()
+    assert row["time"].endswith("+00:00")
+    assert row["time_utc"] == when(first["end"])  # the tooltip's time, as every page writes it
+    series = pd.DataFrame({"time": [1.7e9, 1.7e9 + 0.76], "gpu": [0, 0], "power_watts": [300.0, 310.0]})
+    _assert_utc_time_axes(charts.gpu_metric(series, "power_watts", "power (W)").to_dict())
+    fleet = queries.incident_table(job_view.analysis)
+    _assert_utc_time_axes(charts.incidents_over_time(fleet).to_dict(), "%m-%d %H:%M")
 
 
 def test_open_incidents_close_once_the_job_completes(job_view):
@@ -136,6 +213,17 @@ def test_damaged_manifest_is_reported_and_the_rest_shown(tmp_path):
     assert "node0" not in set(view.gpus["node"]) and not view.gpus.empty  # node1's GPUs show
 
 
+def test_the_dashboard_has_no_status_colours_culprit_text_or_time_format_of_its_own():
+    """triage.display is the one definition (issue 19): no second colour map, culprit
+    formatter or local-time formatter may grow back in the dashboard."""
+    for path in Path(charts.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert "STATUS_COLORS" not in text, path.name
+        assert not re.search(r'"(running|completed|failed|hung|preempted)"\s*:', text), path.name
+        assert "def culprit_text" not in text and "def _when" not in text, path.name
+        assert "strftime(" not in text and "fromtimestamp(" not in text, path.name
+
+
 # -- pages under AppTest ------------------------------------------------------------------------
 
 
@@ -161,6 +249,15 @@ def _charts(at: AppTest) -> int:
     return len(at.get("vega_lite_chart"))
 
 
+def _specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def _status_styles(at: AppTest, table: int = 0) -> str:
+    """The CSS the page gives a dataframe's cells (its status column's colours)."""
+    return str(at.dataframe[table].proto.arrow_data.styler.styles)
+
+
 def test_fleet_page_shows_jobs_incidents_and_nodes(store, monkeypatch):
     at = _app(store, monkeypatch)
     assert not at.exception
@@ -171,6 +268,13 @@ def test_fleet_page_shows_jobs_incidents_and_nodes(store, monkeypatch):
     assert _charts(at) == 2
     nodes = at.dataframe[1].value.set_index("node")
     assert "EXCLUDED" in nodes.loc["node1", "excluded"]
+    assert set(jobs["status"]) == {"completed"}
+    assert f"color: {status_colour('completed')}" in _status_styles(at)  # triage.display's colour
+    f = queries.read_fleet(str(store), time.time(), max_jobs=20).jobs.set_index("job_id")
+    shown = jobs.set_index("job_id")["last_progress"]
+    assert shown[JOB] == when(f.loc[JOB, "last_progress"]) and shown[JOB].endswith(" UTC")
+    (over_time, _counts) = _specs(at)
+    _assert_utc_time_axes(over_time, "%m-%d %H:%M")
 
 
 def test_fleet_to_incident_in_one_click(store, monkeypatch):
@@ -188,6 +292,17 @@ def test_job_page_has_timelines_goodput_loss_and_incidents(store, monkeypatch):
     assert _charts(at) == 5  # throughput, step time, goodput, loss, grad norm
     text = _text(at)
     assert "gpu_fallen_off_bus" in text and "goodput" in text
+    status = next(m for m in at.markdown if m.value.startswith("**status**"))
+    assert status.proto.allow_html and f"color: {status_colour('completed')}" in status.value
+    assert ">completed</span>" in status.value
+    attempts = at.dataframe[0].value
+    assert list(attempts["status"]) == ["failed", "completed"]
+    styles = _status_styles(at)
+    assert f"color: {status_colour('failed')}" in styles and f"color: {status_colour('completed')}" in styles
+    assert attempts.iloc[0]["start"] == when(_first_attempt_start(store))
+    throughput, step_time = _specs(at)[:2]
+    _assert_utc_time_axes(throughput)
+    _assert_utc_time_axes(step_time)
 
 
 def test_ranks_page_has_both_heatmaps_and_bandwidth(store, monkeypatch):
@@ -206,7 +321,10 @@ def test_gpu_page_shows_the_xid_on_the_culprit_node(store, monkeypatch):
     assert not at.exception
     xids = at.dataframe[-1].value
     assert list(xids["xid"]) == [79]
+    assert xids["time"].iloc[0].endswith(" UTC")
     assert _charts(at) >= 6
+    for spec in _specs(at):
+        _assert_utc_time_axes(spec)
 
 
 def test_incident_page_shows_verdict_evidence_consequences_and_action(store, monkeypatch):
@@ -216,13 +334,60 @@ def test_incident_page_shows_verdict_evidence_consequences_and_action(store, mon
     for expected in (
         "gpu_fallen_off_bus",
         "gpu",
-        "rank 3, node node1, gpu 1",
-        "restart_excluding_node excluding node1",
+        "rank 3 on node1, GPU 1",
+        "**taken**: restart from the last checkpoint without node1",
+        "**recommended**: restart from the last checkpoint without the culprit's node "
+        "(`restart_excluding_node`)",
         "attempt 1 completed",
         "collective_timeout",
     ):
         assert expected in text, expected
-    assert "Xid" in " ".join(at.dataframe[0].value["text"])
+    assert "excluding node1" not in text
+    evidence = at.dataframe[0].value
+    assert "Xid" in " ".join(evidence["text"])
+    assert all(t.endswith(" UTC") for t in evidence["time"])
+
+
+def _first_attempt_start(store: Path) -> float | None:
+    return queries.read_job(str(store), JOB, time.time()).analysis.attempts[0].start
+
+
+def test_a_fail_fast_incident_reads_in_words_and_excludes_nobody(tmp_path, monkeypatch):
+    """The supervisor records the culprit's node with every action; only a restart without
+    it names it as left out (this page once said `fail_fast excluding node1`)."""
+    from dashboard_store import XID_TIME, fault_job
+
+    from triage.store import StoreWriter
+
+    fault_job().write_store(tmp_path)
+    with StoreWriter(tmp_path, "node0") as w:
+        w.append_rows(
+            "incidents",
+            [
+                dict(
+                    job_id=JOB,
+                    attempt=0,
+                    time=XID_TIME + 30,
+                    category="gpu_fallen_off_bus",
+                    layer="gpu",
+                    action="fail_fast",
+                    confidence=0.95,
+                    summary="GPU 1 of node1 fell off the bus",
+                    culprit_rank=3,
+                    culprit_node="node1",
+                    culprit_gpu=1,
+                    culprit_uuid="GPU-node1-1",
+                    first_seen=XID_TIME,
+                    verdict="{}",
+                )
+            ],
+        )
+    at = _app(tmp_path, monkeypatch, page="incident", job=JOB, incident="0")
+    assert not at.exception
+    text = _text(at)
+    assert f"**taken**: {action_text('fail_fast')} \\(supervisor, for gpu_fallen_off_bus\\)" in text
+    taken = text.split("**taken**")[1].split("\n")[0]
+    assert "excluding" not in taken and "node1" not in taken and "fail_fast" not in taken
 
 
 def test_unknown_job_is_a_message(store, monkeypatch):
@@ -287,7 +452,7 @@ def test_a_real_run_with_an_injected_exception_shows_its_culprit(tmp_path, monke
     at = _app(data, monkeypatch, page="incident", job="real-job")
     assert not at.exception
     assert at.header[0].value.startswith("user_code_error")
-    assert "culprit** rank 1, node node0" in _text(at)
+    assert "culprit** rank 1 on node0" in _text(at)
 
 
 # -- the command ------------------------------------------------------------------------------

@@ -1,12 +1,17 @@
-"""`triage jobs`: the table, --json, an empty store and a bad data dir."""
+"""`triage jobs`: the table (statuses in triage.display's colours, times in UTC), --json, an
+empty store and a bad data dir."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from rich.color import Color
 from store_spools import write_rank
 
 from triage.cli import main
+from triage.commands import jobs
+from triage.display import Status, status_colour, when
 
 
 def test_lists_jobs_after_ingesting_pending_spools(tmp_path, capsys):
@@ -47,3 +52,47 @@ def test_missing_or_foreign_data_dir_exits_2(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TRIAGE_DATA_DIR", str(tmp_path))
     assert main(["jobs"]) == 2
     assert "not a Triage data directory" in capsys.readouterr().err
+
+
+def _seen(run: dict) -> float:
+    keys = ("last_progress", "last_heartbeat", "end_time", "start_time")
+    return max(run[k] for k in keys if run[k] is not None)
+
+
+def test_table_shows_last_seen_in_utc_as_display_writes_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    write_rank(tmp_path, "n0", "train-42", 0, 0, steps=3, events=("exit",))
+    assert main(["jobs", "--data-dir", str(tmp_path), "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert main(["jobs", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "(times in UTC)" in out
+    assert when(_seen(run)) in out and when(_seen(run)).endswith(" UTC")
+
+
+def _sgr(colour: str) -> str:
+    """The truecolor foreground escape of a hex colour, as rich writes it."""
+    r, g, b = Color.parse(colour).get_truecolor()
+    return f"38;2;{r};{g};{b}m"
+
+
+def test_statuses_take_their_colour_from_triage_display(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLORTERM", "truecolor")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    write_rank(tmp_path, "n0", "ok", 0, 0, steps=3, events=("exit",))
+    write_rank(tmp_path, "n0", "bad", 0, 0, steps=3)  # heartbeats from 1970: failed
+    assert main(["jobs", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    # completed in its colour; failed needs attention, so bold (1;) as well
+    assert _sgr(status_colour("completed")) + "completed" in out
+    assert "1;" + _sgr(status_colour("failed")) + "failed" in out
+
+
+def test_status_style_uses_the_one_colour_definition():
+    assert jobs.status_style("completed") == status_colour("completed") == Status.COMPLETED.colour
+    assert jobs.status_style("gave_up") == f"bold {Status.GAVE_UP.colour}"
+    assert jobs.status_style("no-such-status") == status_colour("no-such-status")  # grey, not an error
+    source = (Path(jobs.__file__)).read_text()
+    assert "_STATUS_STYLE" not in source and '"bold red"' not in source

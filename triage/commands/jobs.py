@@ -18,17 +18,9 @@ import sys
 import time
 
 from triage.config import add_config_args, config_from_args, data_dir_from_env
+from triage.display import Status, status_colour, when
 from triage.store import StoreConfig, StoreError, check_data_dir, ingest_spools, open_snapshot
 from triage.store.job_data import NO_RUN
-
-_STATUS_STYLE = {
-    "running": "cyan",
-    "completed": "green",
-    "failed": "bold red",
-    "preempted": "yellow",
-    "gave_up": "bold red",
-    "interrupted": "yellow",
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +55,16 @@ def _age(t: float | None, now: float) -> str:
         else f"{s / 86400:.0f}d"
     )
     return f"{age} ago"
+
+
+def status_style(status: str) -> str:
+    """The rich style of a status word: its colour from `triage.display` (the dashboard's
+    too), bold where a person should look."""
+    try:
+        bold = Status(status).needs_attention
+    except ValueError:  # a status this version does not know: grey, as status_colour has it
+        bold = False
+    return f"bold {status_colour(status)}" if bold else status_colour(status)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     if not runs:
@@ -116,14 +119,20 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(
-        title=f"Runs in {data_dir}, newest first", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+        title=f"Runs in {data_dir}, newest first (times in UTC)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
     )
-    for col in ("job", "run", "status", "attempts", "ranks", "step", "last seen"):
+    for col in ("job", "run", "status", "attempts", "ranks", "step", "last seen", "ago"):
         table.add_column(
-            col, justify="right" if col in ("attempts", "ranks", "step") else "left", no_wrap=col != "job"
+            col,
+            justify="right" if col in ("attempts", "ranks", "step") else "left",
+            # narrow terminals: a job id folds rather than losing its end, a time wraps after its date
+            no_wrap=col not in ("job", "last seen"),
+            overflow="fold" if col == "job" else "ellipsis",
         )
     for r in runs:
-        style = _STATUS_STYLE.get(r.status, "")
         seen = max(
             (t for t in (r.last_progress, r.last_heartbeat, r.end_time, r.start_time) if t is not None),
             default=None,
@@ -131,10 +140,11 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(
             r.job_id,
             r.run_id or NO_RUN,
-            f"[{style}]{r.status}[/]" if style else r.status,
+            Text(r.status, style=status_style(r.status)),
             str(r.attempts),
             str(r.ranks),
             "-" if r.max_step is None else str(r.max_step),
+            when(seen),
             _age(seen, now),
         )
     console.print(table)
