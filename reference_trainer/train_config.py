@@ -174,7 +174,9 @@ class TrainConfig:
         specs = self.inject_specs()
         if any(s.kind == "data_error" for s in specs) and self.num_workers < 1:
             raise ConfigError("--inject data_error needs --num-workers >= 1 (it kills a worker)")
-        self.job_id = self.job_id or os.environ.get(ENV_JOB_ID) or time.strftime("train-%Y%m%d-%H%M%S")
+        self.job_id = (
+            self.job_id or os.environ.get(ENV_JOB_ID) or time.strftime("train-%Y%m%d-%H%M%S", time.gmtime())
+        )
         self.data_dir = str(data_dir_from_env(self.data_dir))
         self.run_dir = self.run_dir or str(Path(self.data_dir) / "runs" / self.job_id)
         if Path(self.run_dir).exists() and not Path(self.run_dir).is_dir():

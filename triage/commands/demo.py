@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if scenario is None:
         raise ConfigError(f"--scenario {args.scenario!r}: choose one of {', '.join(SCENARIOS)}")
     data_dir = data_dir_from_env(args.data_dir)
-    job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S")
+    job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S", time.gmtime())
     cfg = SupervisorConfig(
         job_id=job_id,
         data_dir=str(data_dir),

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triage import display
 from triage.config import ConfigError, data_dir_from_env
 from triage.fault_schedule import append_reset
 from triage.names import check_name
@@ -107,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
         if not ledger:
             print(f"The node health ledger of {data_dir} is empty.")
         for e in ledger:
-            print(f"{_clock(e.time)}  {e.where:<14} {e.state:<11} by {e.by} ({e.source})")
+            print(f"{display.when(e.time)}  {e.where:<14} {e.state:<11} by {e.by} ({e.source})")
             print(f"    {e.reason}")
         return 0
     if standing:
         print("Quarantined (`triage run` leaves these nodes out):")
         for e in standing:
             job = "" if e.job_id is None else f", job {e.job_id} attempt {e.attempt}"
-            print(f"  {e.where:<14} since {_clock(e.time)} ({e.category or e.source}{job})")
+            print(f"  {e.where:<14} since {display.when(e.time)} ({e.category or e.source}{job})")
             print(f"      {e.reason}")
         print("`triage nodes clear NODE` returns a repaired node to service.")
     else:
@@ -162,7 +163,7 @@ def _clear(data_dir: Path, args: argparse.Namespace) -> int:
         )
         return 0
     for e in ended:
-        print(f"returned {e.where} to service (quarantined {_clock(e.time)}: {e.reason})")
+        print(f"returned {e.where} to service (quarantined {display.when(e.time)}: {e.reason})")
     if reset is not None:
         print(f"reset the simulated GPUs of {where} (fault schedule {reset})")
     return 0
@@ -176,7 +177,3 @@ def return_to_service(
     fault schedule the reset went to."""
     ended = clear_node(data_dir, node, gpu=gpu, by=by)
     return ended, (append_reset(data_dir, node, gpu) if ended else None)
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from triage import display
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
 from triage.ports import free_port
 from triage.store.writer import partition_holder
@@ -152,7 +153,7 @@ class Agents:
 
     def _note(self, node: str, text: str) -> None:
         with open(self._log(node), "a", encoding="utf-8") as log:
-            log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} triage run (pid {os.getpid()}): {text}\n")
+            log.write(f"{display.when(time.time())} triage run (pid {os.getpid()}): {text}\n")
 
     def pids(self) -> frozenset[int]:
         """The supervisor's children that belong to no attempt, though they share its parent."""

@@ -19,6 +19,7 @@ import socket
 import time
 from pathlib import Path
 
+from triage import display
 from triage.config import ConfigError
 from triage.names import check_name
 
@@ -33,7 +34,7 @@ def new_run_id(now: float | None = None) -> str:
 
 def default_job_id(now: float | None = None) -> str:
     """`job-20261204-170501-3fa2c1d0`: two starts in one second still get different ids."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now is None else now))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
     return f"job-{stamp}-{secrets.token_hex(4)}"
 
 
@@ -105,7 +106,7 @@ def _holder(fd: int) -> str:
     except (OSError, ValueError):
         return "holder unknown"
     since = info.get("since")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if since else "?"
+    when = display.when(since) if since else "?"
     return (
         f"run {info.get('run_id', '?')}, pid {info.get('pid', '?')} on {info.get('host', '?')}, since {when}"
     )

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from triage import display
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.gpu_health import IMMEDIATE_XIDS
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
@@ -124,7 +125,7 @@ def read_attempt_progress(
         if fault is None
         else (
             f"Xid {fault[3]} on GPU {fault[2]} of {fault[1]} at "
-            f"{time.strftime('%H:%M:%S', time.localtime(fault[0]))} ({str(fault[4])[:160]})"
+            f"{display.clock(fault[0])} UTC ({str(fault[4])[:160]})"
         ),
     )
 

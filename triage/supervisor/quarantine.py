@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from triage import display
 from triage.config import ConfigError
 from triage.store.node_health import (
     CLEARED,
@@ -152,7 +152,7 @@ def decide(
     if len(recent) < config.repeat_count:
         return None
     listed = "; ".join(
-        f"{i.category} in job {i.job_id} attempt {i.attempt} at {_clock(i.time)}"
+        f"{i.category} in job {i.job_id} attempt {i.attempt} at {display.when(i.time)}"
         for i in recent[-_EVIDENCE_KEPT:]
     )
     return HealthEntry(
@@ -235,7 +235,3 @@ def _xid(verdict: Verdict) -> int | None:
 def _evidence(verdict: Verdict) -> list[dict[str, object]]:
     evidence: list[dict[str, object]] = verdict.to_dict()["evidence"][:_EVIDENCE_KEPT]
     return evidence
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from triage.display import Status
 from triage.supervisor.observe import Progress
 
 
@@ -63,7 +64,7 @@ class JobReport:
     run_id: str
     data_dir: str
     command: list[str]
-    status: str = "running"  # completed, failed, gave_up, interrupted
+    status: str = Status.RUNNING  # completed, failed, gave_up, interrupted
     reason: str = ""
     attempts: list[AttemptReport] = field(default_factory=list)
     excluded_nodes: list[str] = field(default_factory=list)

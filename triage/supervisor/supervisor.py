@@ -36,6 +36,7 @@ from triage.config import (
     ConfigError,
     data_dir_from_env,
 )
+from triage.display import Status
 from triage.store.layout import run_log_dir, spool_node_dir, spool_nodes
 from triage.store.manifest import ManifestError
 from triage.store.node_health import HealthEntry, quarantined_nodes
@@ -146,7 +147,7 @@ class Supervisor:
                 try:
                     self._attempts(agents, plan)
                 except (Interrupted, KeyboardInterrupt) as exc:
-                    self.report.status = "interrupted"
+                    self.report.status = Status.INTERRUPTED
                     self.report.reason = f"stopped by {exc or 'Ctrl-C'}"
                     raise
                 finally:
@@ -159,7 +160,7 @@ class Supervisor:
         try:
             plan = self._placement()
             record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
-            record_run(self.data_dir, record, status="running")
+            record_run(self.data_dir, record, status=Status.RUNNING)
         except (StoreError, ManifestError) as exc:
             raise ConfigError(
                 f"the store in {self.data_dir} cannot record this run: {exc}. "
@@ -239,7 +240,7 @@ class Supervisor:
                 decision = replace(
                     decision,
                     restart=False,
-                    final_status="failed",
+                    final_status=Status.FAILED,
                     reason=(
                         f"{len(report.survivors)} process(es) of attempt {attempt} outlived SIGKILL "
                         f"({', '.join(s.split()[0] for s in report.survivors)}): not starting "
@@ -250,7 +251,7 @@ class Supervisor:
                 )
             self._act(report, decision, verdict)
             if not decision.restart:
-                self.report.status = decision.final_status or "failed"
+                self.report.status = decision.final_status or Status.FAILED
                 self.report.reason = decision.reason
                 return
             plan = _leave_out(decision.plan, report.quarantine, nodes)
@@ -272,7 +273,7 @@ class Supervisor:
             self.job_id,
             self.run_id,
             report.attempt,
-            status=_STORE_STATUS[report.outcome or "failed"],
+            status=_STORE_STATUS[report.outcome or Status.FAILED],
             exit_code=report.exit_code,
             reason=decision.reason,
             verdict=verdict,
@@ -384,7 +385,7 @@ class Supervisor:
         except BaseException:
             report.killed_pids = procs.stop(self.cfg.grace)
             _end_capture(output, scratch if own_scratch else None)
-            report.outcome, report.detection, report.ended = "failed", "interrupted", time.time()
+            report.outcome, report.detection, report.ended = Status.FAILED, "interrupted", time.time()
             self._safely(
                 f"recording attempt {attempt}'s outcome",
                 record_attempt,
@@ -392,7 +393,7 @@ class Supervisor:
                 self.job_id,
                 self.run_id,
                 attempt,
-                status="failed",
+                status=Status.FAILED,
                 exit_code=launcher.returncode,
                 reason="interrupted",
                 verdict=None,
@@ -402,7 +403,7 @@ class Supervisor:
         report.detected_at = time.time()
         fr_folder = fr_dump_dir(self.data_dir, self.job_id, self.run_id, attempt)
         fr_requested = None
-        if outcome == "hung" and launcher.poll() is None:
+        if outcome == Status.HUNG and launcher.poll() is None:
             self._show(attempt, "hang: asking the live ranks for their Flight Recorder dumps", progress)
             fr_requested = self._safely(
                 "asking for Flight Recorder dumps", collect_dumps, fr_folder, set(procs.ranks()), _FR_WAIT_S
@@ -447,7 +448,7 @@ class Supervisor:
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = None if progress.first_step is None else progress.first_step - 1
         verdict, analysis = None, None
-        if outcome != "completed":
+        if outcome != Status.COMPLETED:
             analysis = self._safely(
                 f"diagnosing attempt {attempt}",
                 analyze,
@@ -457,9 +458,13 @@ class Supervisor:
                 self._analyzer_config(),
             )
             verdict = root_verdict(analysis, attempt)
-            if verdict is not None and verdict.category is Category.PREEMPTION and outcome != "preempted":
+            if (
+                verdict is not None
+                and verdict.category is Category.PREEMPTION
+                and outcome != Status.PREEMPTED
+            ):
                 verdict = None  # the SIGTERM was ours, sent to stop the failed attempt
-            if verdict is None and outcome == "hung":
+            if verdict is None and outcome == Status.HUNG:
                 verdict = Verdict(
                     Category.COLLECTIVE_TIMEOUT,
                     0.5,
@@ -541,7 +546,11 @@ class Supervisor:
             rc = procs.poll()
             now = time.time()
             if rc is not None:
-                return ({0: "completed", 143: "preempted"}.get(rc, "failed"), "launcher_exit", progress)
+                return (
+                    {0: Status.COMPLETED, 143: Status.PREEMPTED}.get(rc, Status.FAILED),
+                    "launcher_exit",
+                    progress,
+                )
             ranks = procs.ranks()
             seen |= set(ranks)
             if first_gone is None and seen - set(ranks):
@@ -549,9 +558,9 @@ class Supervisor:
                 report.exited_first = sorted(seen - set(ranks))
             if first_gone is not None:
                 if ranks and now - first_gone >= RANK_EXIT_GRACE_S:
-                    return "failed", "rank_exit", progress
+                    return Status.FAILED, "rank_exit", progress
                 if not ranks and now - first_gone >= RANK_EXIT_GRACE_S + self.cfg.grace:
-                    return "failed", "rank_exit", progress  # the launcher does not end
+                    return Status.FAILED, "rank_exit", progress  # the launcher does not end
             if now >= next_probe:
                 agents.tend()
                 probed = self._probe(attempt, agents, started)
@@ -561,11 +570,11 @@ class Supervisor:
                     self._announce(attempt, progress)
                     if progress.gpu_fault is not None:  # its rank can do no more work
                         self._show(attempt, f"fatal GPU event: {progress.gpu_fault}", progress)
-                        return "failed", "gpu_fault", progress
+                        return Status.FAILED, "gpu_fault", progress
                     self._show(attempt, "running", progress)
                     limit = self._hang_limit(progress)
                     if limit is not None and now - (progress.last_progress or started) > limit:
-                        return "hung", "hang", progress
+                        return Status.HUNG, "hang", progress
                 next_probe = now + _PROBE_S
             if now >= next_score:
                 self._score(attempt)
@@ -707,4 +716,10 @@ def _leave_out(plan: Plan, quarantine: dict[str, Any] | None, nodes: Sequence[st
     return Plan((*plan.excluded_nodes, node), plan.resume_before_step, plan.skip_steps)
 
 
-_STORE_STATUS = {"failed": "failed", "hung": "failed", "preempted": "preempted", "completed": "completed"}
+#: An attempt's outcome -> the status the store keeps for it (a hang is a failure there).
+_STORE_STATUS: dict[str, Status] = {
+    Status.FAILED: Status.FAILED,
+    Status.HUNG: Status.FAILED,
+    Status.PREEMPTED: Status.PREEMPTED,
+    Status.COMPLETED: Status.COMPLETED,
+}
