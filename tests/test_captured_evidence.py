@@ -16,7 +16,7 @@ from triage.analyzers.flight_recorder import flight_recorder_findings
 from triage.analyzers.job_analysis import analyze_job
 from triage.store.schema import EVENT_FR_DUMP, EVENT_FR_REQUEST, EVENT_LOG_LINE, EVENT_RANK_EXIT
 from triage.supervisor.flight_dumps import dump_event_rows
-from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
+from triage.supervisor.rank_logs import RANK_FILE_SHARE, AttemptLog, torchrun_log_env
 from triage.taxonomy import Category
 from triage.trainer_hooks import flight_recorder as fr
 
@@ -115,6 +115,19 @@ def test_capture_rotates_within_its_bound_and_reads_pipes(tmp_path):
     assert files[0].read_text().splitlines()[-1] == "[rank2]:ValueError: bad batch shape at step 7"
     assert log.lines == 3001
     assert [ln.rank for ln in log.decisive] == [2]
+    # each rank's lines in a file of its own, bounded by its share
+    for rank in range(4):
+        own = sorted((tmp_path / "attempt-2").glob(f"rank-{rank}.log*"))
+        assert own and sum(f.stat().st_size for f in own) <= 64 * 1024 // RANK_FILE_SHARE
+        assert all(ln.startswith(f"[rank{rank}]:") for f in own for ln in f.read_text().splitlines())
+    assert (tmp_path / "attempt-2" / "rank-2.log").read_text().splitlines()[-1].endswith("at step 7")
+
+
+def test_lines_without_a_rank_prefix_stay_in_the_combined_log_only(tmp_path):
+    log = capture(tmp_path, ["W1206 torchrun warning", "[rank1]:step 1", "[rank3]:step 1"])
+    assert sorted(p.name for p in (tmp_path / "attempt-0").iterdir()) == ["rank-1.log", "rank-3.log"]
+    assert (tmp_path / "attempt-0" / "rank-3.log").read_text() == "[rank3]:step 1\n"
+    assert log.lines == 3
 
 
 def test_a_disk_that_fails_ends_the_file_not_the_capture(tmp_path):

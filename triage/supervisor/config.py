@@ -66,8 +66,9 @@ class SupervisorConfig:
         default=64.0,
         metadata={
             "help": "MiB of an attempt's captured output kept under DATA_DIR/logs/<job>/<run>/ "
-            "(attempt-N.log, rotated to attempt-N.log.1 at half of it); the lines that "
-            "decide a verdict go to the store whatever the bound",
+            "(attempt-N.log, rotated to attempt-N.log.1 at half of it; each rank's lines also in "
+            "attempt-N/rank-R.log, an eighth of it each); the lines that decide a verdict go to "
+            "the store whatever the bound",
             "metavar": "MB",
         },
     )

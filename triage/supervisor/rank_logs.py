@@ -8,7 +8,10 @@ prefix (`TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`) without touching the command; a
 --tee, --redirects or --log-dir wins. Lines are read from the command's stdout and stderr
 pipes, echoed to the supervisor's own stdout and stderr at once, and appended to
 `logs/<job>/<run>/attempt-<N>.log`, which rotates to `.log.1` at half of `max_bytes`, so an
-attempt never holds more than `max_bytes` on disk however much it prints.
+attempt never holds more than `max_bytes` on disk however much it prints. Each rank's lines (by
+their prefix) also go to `attempt-<N>/rank-<R>.log`, bounded the same way at
+`max_bytes / RANK_FILE_SHARE` each, for the first `MAX_RANK_FILES` ranks seen: what a person
+reads when one rank is the question.
 
 What goes to the store is small: lines the log classifier matches (at most
 `MAX_DECISIVE_LINES` an attempt, `MAX_LINES_PER_SIGNATURE` of one signature from one rank) and
@@ -39,6 +42,10 @@ log = logging.getLogger(__name__)
 
 #: Default bound on one attempt's captured output on disk (current file plus rotated one).
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: Each rank's own file holds at most this fraction of the attempt's bound (with its rotation).
+RANK_FILE_SHARE = 8
+#: Ranks whose lines get a file of their own (the combined log has every rank's).
+MAX_RANK_FILES = 256
 MAX_DECISIVE_LINES = 400
 MAX_LINES_PER_SIGNATURE = 5
 #: Longest line kept whole; the rest of a longer line is cut (a binary blob printed by mistake).
@@ -199,6 +206,9 @@ class AttemptLog:
         self.path = path
         self.echo = echo
         self._file = _RotatingFile(path, max_bytes)
+        self.rank_dir = path.with_suffix("")
+        self._rank_bytes = max_bytes // RANK_FILE_SHARE
+        self._rank_files: dict[int, _RotatingFile] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.decisive: list[CapturedLine] = []
@@ -263,9 +273,14 @@ class AttemptLog:
     def _take(self, stream: str, raw: bytes) -> None:
         now = time.time()
         text = raw.decode(errors="replace").rstrip("\r\n")
+        line = raw if raw.endswith(b"\n") else raw + b"\n"
+        rank = rank_prefix(text)
         with self._lock:
             self.lines += 1
-            self._file.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            self._file.write(line)
+            own = None if rank is None else self._rank_file(rank)
+            if own is not None:
+                own.write(line)
             exit_ = self._summary.feed(text, now)
             if self._stopping_at is not None:
                 return
@@ -277,16 +292,24 @@ class AttemptLog:
             match = classify_line(text)
             if match is None:
                 return
-            rank = rank_prefix(text)
             key = (match.signature, rank)
             self._per_signature[key] += 1
             if self._per_signature[key] > MAX_LINES_PER_SIGNATURE:
                 return
             self.decisive.append(CapturedLine(now, stream, rank, text[:_STORED_LINE_CHARS], match.signature))
 
+    def _rank_file(self, rank: int) -> _RotatingFile | None:
+        """The rank's own file; None past `MAX_RANK_FILES` ranks (the combined log has them)."""
+        f = self._rank_files.get(rank)
+        if f is None and len(self._rank_files) < MAX_RANK_FILES:
+            f = self._rank_files[rank] = _RotatingFile(self.rank_dir / f"rank-{rank}.log", self._rank_bytes)
+        return f
+
     def flush(self) -> None:
         with self._lock:
             self._file.flush()
+            for f in self._rank_files.values():
+                f.flush()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Wait for the pipes to end (every process holding them has exited), at most
@@ -296,6 +319,8 @@ class AttemptLog:
             t.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             self._file.close()
+            for f in self._rank_files.values():
+                f.close()
 
     def event_rows(
         self, job_id: str, run_id: str, attempt: int, nodes: dict[int, str], default_node: str
