@@ -168,30 +168,32 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
             fatal=True,
             ranks=tuple(culprits + waiter_ranks),
         )
+    waited = f"{waited_s:.0f} s from {clock(since)}"
     if culprits:
         # Most of the group never entered: the few that did were left behind by peers that
         # stopped taking part (they crashed, were killed, or lost their connections). Their
         # wait is what those peers' failure looks like from here, not its cause.
         summary = (
-            f"{ranks_phrase(waiter_ranks)} waited in {op} #{seq} (group {group}) for "
-            f"{waited_s:.0f} s from {clock(since)}, left behind by {ranks_phrase(culprits)}, "
-            f"which stopped before entering it"
+            f"{ranks_phrase(waiter_ranks)} waited in {op} #{seq} (group {group}) for {waited}, "
+            f"left behind by {ranks_phrase(culprits)}, which stopped before entering it"
         )
-        return Finding(
-            attempt,
-            Verdict(Category.COLLECTIVE_TIMEOUT, 0.5, summary, Culprit(), since, evidence, consequences),
-            fatal=True,
-            symptom=True,
-            ranks=tuple(waiter_ranks),
+    else:
+        summary = (
+            f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for {waited}; "
+            f"every member entered it, so the transport or a kernel on one of them stalled"
         )
-    summary = (
-        f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
-        f"{waited_s:.0f} s from {clock(since)}; every member entered it, so the "
-        f"transport or a kernel on one of them stalled"
-    )
     return Finding(
         attempt,
-        Verdict(Category.COLLECTIVE_TIMEOUT, 0.6, summary, Culprit(), since, evidence, consequences),
+        Verdict(
+            Category.COLLECTIVE_TIMEOUT,
+            0.5 if culprits else 0.6,
+            summary,
+            Culprit(),
+            since,
+            evidence,
+            consequences,
+        ),
         fatal=True,
+        symptom=bool(culprits),
         ranks=tuple(waiter_ranks),
     )
