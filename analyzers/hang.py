@@ -151,7 +151,14 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
         f"rank {int(r)}: waiting in {op} #{seq} (group {group}) since {clock(row['inflight_since'])}"
         for r, row in waiters.iterrows()
     ][:50]
-    if culprits and len(culprits) * 2 < len(members):
+    # Ranks that raised an error before the waiters gave up left the group (they crashed or lost
+    # their connections): the wait follows from their failure. A rank that never entered and
+    # raised nothing meanwhile is stuck elsewhere: the hang's culprit, when it is at most half
+    # of the group (in a pair, the one that is not waiting).
+    raised = ev[ev["kind"] == "exception"].groupby("rank")["time"].min()
+    wait_end = float(waiters["alive_until"].max())
+    left = [r for r in culprits if r in raised.index and float(raised[r]) <= wait_end]
+    if culprits and len(left) < len(culprits) and len(culprits) * 2 <= len(members):
         culprit = (
             rank_culprit(job, attempt, culprits[0])
             if len(culprits) == 1
@@ -169,13 +176,16 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
             ranks=tuple(culprits + waiter_ranks),
         )
     waited = f"{waited_s:.0f} s from {clock(since)}"
-    if culprits:
-        # Most of the group never entered: the few that did were left behind by peers that
-        # stopped taking part (they crashed, were killed, or lost their connections). Their
-        # wait is what those peers' failure looks like from here, not its cause.
+    symptom = bool(culprits) and len(left) == len(culprits)
+    if symptom:
         summary = (
             f"{ranks_phrase(waiter_ranks)} waited in {op} #{seq} (group {group}) for {waited}, "
-            f"left behind by {ranks_phrase(culprits)}, which stopped before entering it"
+            f"left behind by {ranks_phrase(culprits)}, which failed before entering it"
+        )
+    elif culprits:
+        summary = (
+            f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for {waited}; "
+            f"{ranks_phrase(culprits)} never entered it"
         )
     else:
         summary = (
@@ -186,7 +196,7 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
         attempt,
         Verdict(
             Category.COLLECTIVE_TIMEOUT,
-            0.5 if culprits else 0.6,
+            0.5 if symptom else 0.6,
             summary,
             Culprit(),
             since,
@@ -194,6 +204,6 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
             consequences,
         ),
         fatal=True,
-        symptom=bool(culprits),
+        symptom=symptom,
         ranks=tuple(waiter_ranks),
     )

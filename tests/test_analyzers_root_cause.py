@@ -108,8 +108,25 @@ def test_a_rank_left_waiting_by_peers_that_lost_their_connections_is_not_the_cau
     a = analyze_job(b.load(), AnalyzerConfig())
     (root,) = roots(a)
     assert root.verdict.category is Category.NETWORK_ERROR, root.verdict.summary
-    hang = [c for c in root.verdict.consequences if "left behind by ranks 1-3" in c]
+    hang = [c for c in root.verdict.consequences if "left behind by ranks 1-3, which failed" in c]
     assert hang, root.verdict.consequences
+
+
+def test_in_a_pair_the_rank_stuck_outside_the_collective_is_the_culprit():
+    """Two ranks: rank 0 waits in all_reduce #10 while rank 1, alive and raising nothing,
+    never enters it. Half of the group, but the only one that could be the cause."""
+    b = JobBuilder().world(2, per_node=2)
+    end = b.steps(0, range(9), T0 + 5)
+    for seq in range(1, 10):
+        for r in range(2):
+            b.collective(0, r, "default", seq, T0 + 5 + seq, T0 + 5 + seq + 0.05, group_size=2)
+    b.collective(0, 0, "default", 10, end + 0.2, None, group_size=2)
+    for k in range(60):
+        b.heartbeat(0, 0, end + k, 8, ("all_reduce", "default", 10, end + 0.2))
+        b.heartbeat(0, 1, end + k, 8)
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
+    assert root.verdict.culprit.rank == 1, root.verdict.summary
 
 
 def test_sigterm_on_every_rank_is_preemption():
