@@ -4,8 +4,10 @@ empty store and a bad data dir."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from rich.color import Color
 from store_spools import write_rank
 
@@ -67,7 +69,18 @@ def test_table_shows_last_seen_in_utc_as_display_writes_it(tmp_path, capsys, mon
     assert main(["jobs", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "(times in UTC)" in out
-    assert when(_seen(run)) in out and when(_seen(run)).endswith(" UTC")
+    assert when(_seen(run))[5:19] in out and when(_seen(run)).endswith(" UTC")
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_ids_and_times_stay_whole_at_any_width(tmp_path, capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    job = "demo-gpu-lost-20261206-031049"
+    write_rank(tmp_path, "n0", job, 0, 0, steps=3, events=("exit",))
+    assert main(["jobs", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert job in out and max(len(line.rstrip()) for line in out.splitlines()) <= columns
+    assert re.search(r"\d\d-\d\d \d\d:\d\d:\d\d", out) and re.search(r"\S+ ago", out)
 
 
 def _sgr(colour: str) -> str:

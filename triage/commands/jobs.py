@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seen_cell(seen: float | None, now: float) -> str:
+    """`12-06 03:11:47` over `47m ago` (UTC, as the title says; the year is in --json)."""
+    if seen is None:
+        return "-"
+    return f"{when(seen)[5:19]}\n[dim]{_age(seen, now)}[/]"
+
+
 def _age(t: float | None, now: float) -> str:
     if t is None:
         return "-"
@@ -124,28 +131,25 @@ def run(args: argparse.Namespace) -> int:
         pad_edge=False,
         collapse_padding=True,
     )
-    for col in ("job", "run", "status", "attempts", "ranks", "step", "last seen", "ago"):
-        table.add_column(
-            col,
-            justify="right" if col in ("attempts", "ranks", "step") else "left",
-            # narrow terminals: a job id folds rather than losing its end, a time wraps after its date
-            no_wrap=col not in ("job", "last seen"),
-            overflow="fold" if col == "job" else "ellipsis",
-        )
+    # Two lines a run, so it reads at 80 columns: the job id over its run id, the time over its age.
+    # Only the ids may fold (a long one keeps its end); the other columns never wrap.
+    table.add_column("job / run", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    for col in ("att.", "ranks", "step"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("last seen", no_wrap=True)
     for r in runs:
         seen = max(
             (t for t in (r.last_progress, r.last_heartbeat, r.end_time, r.start_time) if t is not None),
             default=None,
         )
         table.add_row(
-            r.job_id,
-            r.run_id or NO_RUN,
+            Text.assemble(r.job_id, "\n", (r.run_id or NO_RUN, "dim")),
             Text(r.status, style=status_style(r.status)),
             str(r.attempts),
             str(r.ranks),
             "-" if r.max_step is None else str(r.max_step),
-            when(seen),
-            _age(seen, now),
+            _seen_cell(seen, now),
         )
     console.print(table)
     console.print("[dim]`triage analyze JOB` shows a job's newest run; `--run RUN` another.[/]")
