@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 scenario.train_command(),
                 on_update=lambda s: live.update(_live_view(job_id, scenario.name, s, started)),
             ).run()
+        console.print()
         console.print(f"[dim]the ranks' output: {run_log_dir(data_dir, job_id, report.run_id)}/[/]")
         console.rule("triage run: the supervisor's report")
         print_job_report(report, console)

@@ -210,28 +210,25 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
     """The end of `triage run` (and `triage demo`): what became of each attempt, what was
     detected, how and how fast, the verdict and the action taken."""
     out: list[RenderableType] = [
-        Text.assemble(
-            ("Job ", "bold"),
-            (report.job_id, "bold"),
-            "  ",
-            status_text(report.status),
-            f"  {report.reason}",
-        ),
-        Text(f"run {report.run_id} · times in UTC", style="dim"),
+        Text.assemble(("Job ", "bold"), (report.job_id, "bold"), "  ", status_text(report.status)),
+        Text(f"{report.reason} · run {report.run_id} · times in UTC", style="dim"),
     ]
     recoveries = {r["attempt"]: r for r in report.recoveries()}
     for a in report.attempts:
         first = 0 if a.resumed_from_step is None else a.resumed_from_step
         last = "-" if a.last_step is None else a.last_step
-        line = Text.assemble(
-            (f"attempt {a.attempt}", "bold"),
-            f"  {clock(a.started)}  ",
-            status_text(a.outcome or Status.RUNNING),
-            f"  steps {first}..{last}",
-            f"  detected by {a.detection}" if a.detection else "",
-        )
+        outcome = a.outcome or Status.RUNNING
+        detected = a.detection if a.detection and outcome != Status.COMPLETED else None
         out.append(Text(""))
-        out.append(line)
+        out.append(
+            Text.assemble(
+                (f"attempt {a.attempt}", "bold"),
+                f"  {clock(a.started)}  ",
+                status_text(outcome),
+                f"  steps {first}..{last}",
+                f"  detected by {detected}" if detected else "",
+            )
+        )
         if a.verdict:
             out.append(
                 verdict_block(
@@ -242,30 +239,36 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
                     why=a.reason,
                 )
             )
+        rows: list[tuple[str, RenderableType]] = []
         if a.quarantine:
             q = a.quarantine
             where = q["node"] if q["gpu"] is None else f"{q['node']} GPU {q['gpu']}"
-            out.append(
-                Text(
-                    f"  quarantined {where} for later jobs ({q['source']}); "
-                    f"`triage nodes clear {q['node']}` returns it"
+            rows.append(
+                (
+                    "quarantine",
+                    Text(
+                        f"{where} for later jobs ({q['source']}); `triage nodes clear {q['node']}` returns it"
+                    ),
                 )
             )
         r = recoveries.get(a.attempt)
         if r:
             lost = "" if r["steps_lost"] is None else f", {r['steps_lost']} steps lost"
-            out.append(
-                Text(
-                    f"  recovery: detected {duration(r['detect_s'])} after the fault, training again "
-                    f"{duration(r['recover_s'])} after it{lost}"
+            rows.append(
+                (
+                    "recovery",
+                    Text(
+                        f"detected {duration(r['detect_s'])} after the fault, training again "
+                        f"{duration(r['recover_s'])} after it{lost}"
+                    ),
                 )
             )
-        if a.log:
-            out.append(Text(f"  output: {a.log}", style="dim"))
         if a.orphans:
-            out.append(
-                Text(f"  WARNING: processes of this attempt outlived it: {a.orphans}", style="bold red")
-            )
+            rows.append(("WARNING", Text(f"processes outlived the attempt: {a.orphans}", style="bold red")))
+        if a.log:
+            rows.append(("output", Text(a.log, style="dim")))
+        if rows:
+            out.append(_fields(rows))
     out.append(Text(""))
     for node, why in report.quarantined_at_start.items():
         out.append(Text(f"left out from the start, quarantined: {node} ({why})"))

@@ -283,7 +283,7 @@ class Supervisor:
             where = display.culprit_text(report.verdict["culprit"])
             self._incidents.append(
                 f"attempt {report.attempt}: {report.verdict['category']}"
-                f"{f' ({where})' if where else ''} -> {report.action}"
+                f"{f' ({where})' if where else ''}: {display.action_text(report.action)}"
             )
         if verdict is not None and self.cfg.quarantine:
             entry = self._quarantine(verdict, report.attempt)
