@@ -75,3 +75,16 @@ def test_a_fail_fast_reads_as_a_stop_not_as_an_exclusion():
     assert "stop: a restart would only repeat this failure" in text
     assert "deterministic: a restart repeats it" in text
     assert "without node0" not in text and "excluding" not in text
+
+
+def test_the_live_view_says_which_ranks_are_gone():
+    from triage.commands.demo import _rank_states
+    from triage.supervisor.observe import Progress
+    from triage.supervisor.report import LiveState
+
+    def live(seen, running):
+        return LiveState(0, "running", Progress(), (), (), seen, running)
+
+    assert _rank_states(live((), ())) == "-"
+    assert _rank_states(live((0, 1, 2, 3), (0, 1, 2, 3))) == "4 running"
+    assert _rank_states(live((0, 1, 2, 3), (0, 1, 2))) == "3 of 4 running; gone: 3"

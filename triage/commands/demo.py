@@ -77,6 +77,17 @@ def _list(console: Console) -> None:
     console.print(table)
 
 
+def _rank_states(state: LiveState) -> str:
+    """`4 running` or `3 of 4 running; gone: 3` (rank processes, as the supervisor sees them)."""
+    seen, running = state.ranks_seen, state.ranks_running
+    if not seen:
+        return "-"
+    gone = sorted(set(seen) - set(running))
+    if not gone:
+        return f"{len(running)} running"
+    return f"{len(running)} of {len(seen)} running; gone: {', '.join(map(str, gone))}"
+
+
 def _live_view(job_id: str, scenario: str, state: LiveState | None, started: float) -> Table:
     table = Table(title=f"triage demo [{scenario}]: job {job_id}", show_header=False)
     table.add_column(style="bold")
@@ -87,6 +98,7 @@ def _live_view(job_id: str, scenario: str, state: LiveState | None, started: flo
         table.add_row("attempt", str(state.attempt))
         table.add_row("state", state.state)
         table.add_row("step", "-" if p.last_step is None else str(p.last_step))
+        table.add_row("ranks", _rank_states(state))
         table.add_row("throughput", f"{p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s else "-")
         table.add_row("excluded nodes", ", ".join(state.excluded_nodes) or "-")
         table.add_row("incidents", "\n".join(state.incidents) or "-")

@@ -136,3 +136,6 @@ class LiveState:
     progress: Progress
     excluded_nodes: tuple[str, ...]
     incidents: tuple[str, ...]
+    #: the attempt's rank processes: those seen since it started, and those still running
+    ranks_seen: tuple[int, ...] = ()
+    ranks_running: tuple[int, ...] = ()

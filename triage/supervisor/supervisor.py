@@ -105,6 +105,9 @@ class Supervisor:
         self.agent_nodes = cfg.agent_nodes(self.nodes)
         self.report = JobReport(self.job_id, self.run_id, str(self.data_dir), self.command)
         self._incidents: list[str] = []
+        # the running attempt's rank processes, for the live view
+        self._ranks_seen: set[int] = set()
+        self._ranks_running: set[int] = set()
         self._stepped = False  # an attempt of this run has stored a step
         self._announced: set[tuple[str, ...]] = set()
 
@@ -553,6 +556,7 @@ class Supervisor:
                 )
             ranks = procs.ranks()
             seen |= set(ranks)
+            self._ranks_seen, self._ranks_running = seen, set(ranks)
             if first_gone is None and seen - set(ranks):
                 first_gone = report.first_exit_at = now
                 report.exited_first = sorted(seen - set(ranks))
@@ -689,6 +693,8 @@ class Supervisor:
                 progress or Progress(),
                 tuple(self.report.excluded_nodes),
                 tuple(self._incidents),
+                tuple(sorted(self._ranks_seen)),
+                tuple(sorted(self._ranks_running)),
             )
         )
 
