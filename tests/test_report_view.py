@@ -87,4 +87,4 @@ def test_the_live_view_says_which_ranks_are_gone():
 
     assert _rank_states(live((), ())) == "-"
     assert _rank_states(live((0, 1, 2, 3), (0, 1, 2, 3))) == "4 running"
-    assert _rank_states(live((0, 1, 2, 3), (0, 1, 2))) == "3 of 4 running; gone: 3"
+    assert _rank_states(live((0, 1, 2, 3), (0, 1, 2))) == "3 of 4 running; exited: 3"

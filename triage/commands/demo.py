@@ -78,14 +78,14 @@ def _list(console: Console) -> None:
 
 
 def _rank_states(state: LiveState) -> str:
-    """`4 running` or `3 of 4 running; gone: 3` (rank processes, as the supervisor sees them)."""
+    """`4 running` or `3 of 4 running; exited: 3` (rank processes, as the supervisor sees them)."""
     seen, running = state.ranks_seen, state.ranks_running
     if not seen:
         return "-"
     gone = sorted(set(seen) - set(running))
     if not gone:
         return f"{len(running)} running"
-    return f"{len(running)} of {len(seen)} running; gone: {', '.join(map(str, gone))}"
+    return f"{len(running)} of {len(seen)} running; exited: {', '.join(map(str, gone))}"
 
 
 def _live_view(job_id: str, scenario: str, state: LiveState | None, started: float) -> Table:
