@@ -24,8 +24,7 @@ from typing import Any, TypedDict
 
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.display import Status
-from triage.supervisor.config import SupervisorConfig
-from triage.supervisor.scenarios import HANG_TIMEOUT_S, SCENARIOS
+from triage.supervisor.scenarios import SCENARIOS, demo_supervisor_config
 from triage.supervisor.supervisor import Supervisor
 
 
@@ -68,14 +67,7 @@ class ScenarioResult(TypedDict):
 def measure(name: str, data_dir: Path) -> ScenarioResult:
     scenario = SCENARIOS[name]
     job_id = f"bench-recovery-{name}-{int(time.time())}"
-    cfg = SupervisorConfig(
-        job_id=job_id,
-        data_dir=str(data_dir),
-        hang_timeout=HANG_TIMEOUT_S,
-        backoff=1.0,
-        grace=5.0,
-        max_restarts=3,
-    )
+    cfg = demo_supervisor_config(job_id, str(data_dir))
     started = time.time()
     report = Supervisor(cfg, scenario.train_command()).run()
     goodput = (report.analysis or {}).get("goodput") or {}

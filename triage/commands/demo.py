@@ -33,10 +33,9 @@ from triage.display import Status
 from triage.store.layout import run_log_dir
 from triage.store.node_health import quarantined_nodes
 from triage.supervisor.agents import simulated_nodes
-from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.observe import analyze
 from triage.supervisor.report import LiveState
-from triage.supervisor.scenarios import DEFAULT_SCENARIO, HANG_TIMEOUT_S, SCENARIOS
+from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS, demo_supervisor_config
 from triage.supervisor.supervisor import Supervisor
 from triage.taxonomy import Action
 
@@ -132,15 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--scenario {args.scenario!r}: choose one of {', '.join(SCENARIOS)}")
     data_dir = data_dir_from_env(args.data_dir)
     job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S", time.gmtime())
-    cfg = SupervisorConfig(
-        job_id=job_id,
-        data_dir=str(data_dir),
-        hang_timeout=HANG_TIMEOUT_S,
-        backoff=1.0,
-        grace=5.0,
-        max_restarts=3,
-        echo_output=args.verbose and not args.json,
-    )
+    cfg = demo_supervisor_config(job_id, str(data_dir), echo_output=args.verbose and not args.json)
     returned = _return_demo_nodes(data_dir, scenario.train_command())
     started = time.time()
     if args.json:

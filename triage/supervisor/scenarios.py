@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from triage.supervisor.config import SupervisorConfig
 from triage.taxonomy import Action, Category
 
 #: The demo's training job: tiny model, checkpoint every 5 steps, fast failure of collectives.
@@ -121,3 +122,17 @@ SCENARIOS: dict[str, Scenario] = {
     ]
 }
 DEFAULT_SCENARIO = "gpu-lost"
+
+
+def demo_supervisor_config(job_id: str, data_dir: str, *, echo_output: bool = True) -> SupervisorConfig:
+    """The supervisor settings every scenario runs under, in `triage demo` and in
+    `triage bench recovery` alike: the demo's short hang timeout, a short backoff and grace."""
+    return SupervisorConfig(
+        job_id=job_id,
+        data_dir=data_dir,
+        hang_timeout=HANG_TIMEOUT_S,
+        backoff=1.0,
+        grace=5.0,
+        max_restarts=3,
+        echo_output=echo_output,
+    )

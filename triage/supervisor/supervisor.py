@@ -428,17 +428,7 @@ class Supervisor:
         report.log = str(output.path)
         self._show(attempt, "diagnosing", progress)
         self._drain(attempt, agents)
-        progress = (
-            self._safely(
-                f"reading attempt {attempt}'s progress",
-                read_attempt_progress,
-                self.data_dir,
-                self.job_id,
-                self.run_id,
-                attempt,
-            )
-            or progress
-        )
+        progress = self._read_progress(attempt) or progress
         self._record_output(
             attempt,
             output,
@@ -608,6 +598,10 @@ class Supervisor:
         self._safely(
             "ingesting the spools while watching", ingest_pending, self.data_dir, self._live_agents(agents)
         )
+        return self._read_progress(attempt, since)
+
+    def _read_progress(self, attempt: int, since: float | None = None) -> Progress | None:
+        """`read_attempt_progress`, None where the store could not be read (said once)."""
         return self._safely(
             f"reading attempt {attempt}'s progress",
             read_attempt_progress,
