@@ -7,6 +7,7 @@ ranks, GPUs). Times are UTC (triage/display.py).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -106,16 +107,9 @@ def analysis_renderables(a: JobAnalysis) -> list[RenderableType]:
     )
 
     attempts_title, attempts = _titled_table("Attempts")
-    for col, justify in (
-        ("attempt", "right"),
-        ("status", "left"),
-        ("ranks", "right"),
-        ("nodes", "left"),
-        ("steps", "left"),
-        ("started", "left"),
-        ("took", "right"),
-    ):
-        attempts.add_column(col, justify=justify)  # type: ignore[arg-type]
+    right = ("attempt", "ranks", "took")
+    for col in ("attempt", "status", "ranks", "nodes", "steps", "started", "took"):
+        attempts.add_column(col, justify="right" if col in right else "left")
     for at in a.attempts:
         steps = "-" if at.first_step is None else f"{at.first_step}-{at.last_step}"
         took = None if at.start is None or at.end is None else at.end - at.start
@@ -179,25 +173,25 @@ def analysis_renderables(a: JobAnalysis) -> list[RenderableType]:
         for col in ("node", "gpu", "ranks", "samples", "max temp", "throttled", "ECC", "Xids", "lost"):
             gt.add_column(col)
         for row in a.gpus:
-            temp, throttled, ecc = (
-                row["max_temperature_celsius"],
-                row["throttled_share"],
-                row["ecc_uncorrected"],
-            )
             ranks = row["ranks"]
             gt.add_row(
                 str(row["node"]),
                 str(row["gpu"]),
                 ",".join(map(str, ranks)) if isinstance(ranks, list) else "-",
                 str(row["samples"]),
-                "-" if temp is None else f"{float(temp):.0f} C",  # type: ignore[arg-type]
-                "-" if throttled is None else f"{float(throttled):.0%}",  # type: ignore[arg-type]
-                "-" if ecc is None else f"{float(ecc):.0f}",  # type: ignore[arg-type]
+                _number(row["max_temperature_celsius"], ".0f", " C"),
+                _number(row["throttled_share"], ".0%"),
+                _number(row["ecc_uncorrected"], ".0f"),
                 str(row["xid_events"]),
                 Text("yes", style="bold red") if row["lost"] else "no",
             )
         out.extend([Text(""), gt_title, gt])
     return out
+
+
+def _number(value: object, spec: str, unit: str = "") -> str:
+    """A GPU health figure, `-` where the GPU did not report it."""
+    return f"{value:{spec}}{unit}" if isinstance(value, numbers.Real) else "-"
 
 
 def print_analysis(a: JobAnalysis, console: Console | None = None) -> None:
