@@ -123,6 +123,19 @@ def test_capture_rotates_within_its_bound_and_reads_pipes(tmp_path):
     assert (tmp_path / "attempt-2" / "rank-2.log").read_text().splitlines()[-1].endswith("at step 7")
 
 
+def test_pytorchs_own_rank_prefix_is_not_doubled(tmp_path):
+    r, w = os.pipe()
+    log = AttemptLog(tmp_path / "attempt-0.log", echo=False)
+    log.attach(os.fdopen(r, "rb"), None)
+    with os.fdopen(w, "wb") as out:
+        out.write(b"[rank0]:[rank0]: Traceback (most recent call last):\n[rank1]:[rank1]x\n")
+    log.close()
+    assert (tmp_path / "attempt-0.log").read_text().splitlines() == [
+        "[rank0]: Traceback (most recent call last):",
+        "[rank1]:[rank1]x",
+    ]
+
+
 def test_lines_without_a_rank_prefix_stay_in_the_combined_log_only(tmp_path):
     log = capture(tmp_path, ["W1206 torchrun warning", "[rank1]:step 1", "[rank3]:step 1"])
     assert sorted(p.name for p in (tmp_path / "attempt-0").iterdir()) == ["rank-1.log", "rank-3.log"]

@@ -57,6 +57,9 @@ _FAILURES_HEADER = "Failures:"
 _SUMMARY_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
 _SUMMARY_EXIT_RE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)")
 _SUMMARY_END_RE = re.compile(r"^={20,}\s*$")
+#: PyTorch prefixes the tracebacks it prints with `[rank<N>]:` itself, and the tee adds the same
+#: again: one is kept.
+_DOUBLE_PREFIX_RE = re.compile(rb"^(\[rank\d+\]:)\1")
 
 
 def torchrun_log_env(env: dict[str, str], scratch: Path) -> bool:
@@ -242,6 +245,7 @@ class AttemptLog:
                 raw = pipe.readline(MAX_LINE_BYTES)
                 if not raw:
                     return
+                raw = _DOUBLE_PREFIX_RE.sub(rb"\1", raw, count=1)
                 if self.echo:
                     self._echo(out, echo_to, raw)
                 if keeping:
