@@ -10,6 +10,7 @@ import sys
 import pytest
 from procs import processes_with_job
 
+from triage.store import open_snapshot
 from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS
 
 
@@ -59,3 +60,22 @@ def test_default_scenario_recovers_without_the_lost_gpus_node(tmp_path):
     assert analysis["attempts"][1]["ranks"] == 2 and analysis["attempts"][1]["last_step"] == 30
     assert 0 < analysis["goodput"]["ratio"] < 1
     assert not processes_with_job(report["job_id"])
+    # what the supervisor recorded, and where attempt 1 ran (resharded from 4 ranks to 2)
+    with open_snapshot(tmp_path) as snap:
+        incidents = snap.sql(
+            "SELECT attempt, category, action, culprit_node, culprit_rank FROM incidents WHERE job_id = $1",
+            [report["job_id"]],
+        )
+        nodes = snap.sql(
+            "SELECT DISTINCT node FROM ranks WHERE job_id = $1 AND attempt = 1", [report["job_id"]]
+        )
+    assert incidents == [
+        {
+            "attempt": 0,
+            "category": "gpu_fallen_off_bus",
+            "action": "restart_excluding_node",
+            "culprit_node": "node1",
+            "culprit_rank": 3,
+        }
+    ]
+    assert nodes == [{"node": "node0"}]

@@ -140,33 +140,6 @@ def test_restart_after_a_crash_reproduces_the_clean_losses(tmp_path, clean_losse
     assert {s["rank"] for s in scores if s["name"] == "straggler_score" and s["attempt"] == 1} == {0, 1}
 
 
-def test_gpu_fault_restarts_without_the_node_at_the_smaller_world_size(tmp_path):
-    report, summary, data_dir = supervise(
-        tmp_path, "ecc", "ecc@step=6,rank=1", agents="auto", nnodes=2, nproc=1
-    )
-    first = report.attempts[0]
-    assert report.status == "completed", report.reason
-    assert first.verdict["category"] == "gpu_memory_error"
-    assert first.verdict["culprit"]["node"] == "node1" and first.verdict["culprit"]["rank"] == 1
-    assert first.action == "restart_excluding_node" and report.excluded_nodes == ["node1"]
-    assert report.attempts[1].plan["excluded_nodes"] == ["node1"]
-    assert summary["world_size"] == 1 and summary["resumed_from_step"] == 4  # resharded 2 -> 1
-    assert summary["steps_completed"] == STEPS
-    incidents, _ = stored(data_dir, "ecc")
-    assert incidents == [
-        {
-            "attempt": 0,
-            "category": "gpu_memory_error",
-            "action": "restart_excluding_node",
-            "culprit_node": "node1",
-            "culprit_rank": 1,
-        }
-    ]
-    with open_snapshot(data_dir) as snap:
-        nodes = snap.sql("SELECT DISTINCT node FROM ranks WHERE job_id = 'ecc' AND attempt = 1")
-    assert nodes == [{"node": "node0"}]
-
-
 def test_nan_rolls_back_and_skips_the_bad_batch(tmp_path, clean_losses):
     report, summary, data_dir = supervise(tmp_path, "nan", "nan@step=7,rank=0")
     first = report.attempts[0]
