@@ -228,17 +228,6 @@ def test_sigkill_of_one_rank(tmp_path):
     assert incident["culprit"]["rank"] == 0, incident
 
 
-def test_corrupt_checkpoint_is_found_on_the_next_attempt(tmp_path):
-    rc, out, _ = run_scenario(tmp_path, f"ckpt_corrupt@step=4,rank={CULPRIT}", steps=4)
-    assert rc == 0, out
-    rc, out, _ = run_scenario(tmp_path, steps=6, attempt=1)
-    assert rc != 0 and "checkpoint_error" in out, out
-    report = analyze(tmp_path)
-    incident = root_incident(report)
-    assert incident["attempt"] == 1
-    assert_verdict(tmp_path, incident, "checkpoint_error", rank=None)
-
-
 def test_slow_faults_are_reported_without_a_crash(tmp_path):
     """Thermal throttling on one GPU, PCIe errors on another, SDC on a third rank, one run."""
     rc, out, _ = run_scenario(

@@ -9,12 +9,14 @@ is the trainer's own (NaN guard, preemption, checkpoint damage, non-crashing fau
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import TRIAGE_CLI
 
 from triage.reference_trainer.checkpoint import complete_checkpoints, step_dir
 
@@ -22,8 +24,8 @@ pytestmark = pytest.mark.slow
 RANK_TIMEOUT = 4  # --collective-timeout of the fault runs: how long a hang blocks the others
 
 
-def train(run_dir: Path, *args: str, timeout: float = 90) -> tuple[int, dict, str]:
-    """`triage train` in a subprocess; (exit status, summary, stdout+stderr)."""
+def train(run_dir: Path, *args: str, timeout: float = 90, attempt: int = 0) -> tuple[int, dict, str]:
+    """`triage train` in a subprocess as attempt `attempt`; (exit status, summary, stdout+stderr)."""
     summary = run_dir.parent / f"{run_dir.name}-summary.json"
     proc = subprocess.run(
         [
@@ -44,6 +46,7 @@ def train(run_dir: Path, *args: str, timeout: float = 90) -> tuple[int, dict, st
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=dict(os.environ, TRIAGE_ATTEMPT=str(attempt)),
     )
     return proc.returncode, json.loads(summary.read_text()), proc.stdout + proc.stderr
 
@@ -167,12 +170,22 @@ def test_corrupt_checkpoint_fails_resume_then_previous_one_is_used(tmp_path):
     )
     assert rc == 0, out  # the run goes on past the damage
     assert [st for st, _ in complete_checkpoints(run_dir)] == [2, 4]  # async saves got sealed
-    rc, s, out = train(run_dir, "--steps", "5", "--checkpoint-every", "0")
+    rc, s, out = train(run_dir, "--steps", "5", "--checkpoint-every", "0", attempt=1)
     assert rc == 1
     assert "checkpoint_error: checkpoint" in out and "step_00000004" in out
     assert "__1_0.distcp is" in out and "quarantined to step_00000004.corrupt-" in out
     assert list((run_dir / "checkpoints").glob("step_00000004.corrupt-*"))
-    rc, s, out = train(run_dir, "--steps", "5", "--checkpoint-every", "0")
+    # the analysis names it on the attempt that found it, not the one that wrote it
+    analysis = subprocess.run(
+        [*TRIAGE_CLI, "analyze", "run", "--json", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (root,) = [i for i in json.loads(analysis.stdout)["incidents"] if i["root_cause"]]
+    assert (root["attempt"], root["category"], root["action"]) == (1, "checkpoint_error", "restart")
+    assert root["evidence"]
+    rc, s, out = train(run_dir, "--steps", "5", "--checkpoint-every", "0", attempt=2)
     assert rc == 0 and s["resumed_from_step"] == 2, out
 
 
