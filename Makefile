@@ -1,7 +1,7 @@
 # The two commands a new user runs (README): `make demo` and `make test`.
 # Every target creates .venv and installs into it the first time; later runs reuse it.
 # `make test-fast` (unit tests, no multi-process scenarios) and `make lint` are for the dev loop;
-# CI (.ci/run) runs `make lint` and then `make test`.
+# CI (.ci/run) runs `make lint` beside `make test`.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
