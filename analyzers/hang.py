@@ -152,13 +152,14 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
         for r, row in waiters.iterrows()
     ][:50]
     # Ranks that raised an error before the waiters gave up left the group (they crashed or lost
-    # their connections): the wait follows from their failure. A rank that never entered and
-    # raised nothing meanwhile is stuck elsewhere: the hang's culprit, when it is at most half
-    # of the group (in a pair, the one that is not waiting).
+    # their connections): the wait follows from their failure. Ranks that never entered and
+    # raised nothing meanwhile are stuck elsewhere: the hang's culprits when they are fewer than
+    # half of the group. In a pair the heartbeats cannot tell the stuck rank from the waiting
+    # one's peer that left; the Flight Recorder's stacks name it there.
     raised = ev[ev["kind"] == "exception"].groupby("rank")["time"].min()
     wait_end = float(waiters["alive_until"].max())
     left = [r for r in culprits if r in raised.index and float(raised[r]) <= wait_end]
-    if culprits and len(left) < len(culprits) and len(culprits) * 2 <= len(members):
+    if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
         culprit = (
             rank_culprit(job, attempt, culprits[0])
             if len(culprits) == 1

@@ -112,9 +112,10 @@ def test_a_rank_left_waiting_by_peers_that_lost_their_connections_is_not_the_cau
     assert hang, root.verdict.consequences
 
 
-def test_in_a_pair_the_rank_stuck_outside_the_collective_is_the_culprit():
+def test_in_a_pair_the_heartbeats_say_who_never_entered_but_blame_no_one():
     """Two ranks: rank 0 waits in all_reduce #10 while rank 1, alive and raising nothing,
-    never enters it. Half of the group, but the only one that could be the cause."""
+    never enters it. Half of the group: the summary says so, the culprit is left to the
+    Flight Recorder's stacks (tests/test_unmodified_script.py)."""
     b = JobBuilder().world(2, per_node=2)
     end = b.steps(0, range(9), T0 + 5)
     for seq in range(1, 10):
@@ -126,7 +127,7 @@ def test_in_a_pair_the_rank_stuck_outside_the_collective_is_the_culprit():
         b.heartbeat(0, 1, end + k, 8)
     (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
     assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
-    assert root.verdict.culprit.rank == 1, root.verdict.summary
+    assert root.verdict.culprit.rank is None and "rank 1 never entered it" in root.verdict.summary
 
 
 def test_sigterm_on_every_rank_is_preemption():
