@@ -43,7 +43,18 @@ def main() -> int:
         if p.is_symlink() and p.is_dir()
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "-p", "triage"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            # outside the tree rebuilt on every run, so a second run is incremental
+            "--cache-dir",
+            str(ROOT / "build" / "mypy-cache"),
+            "-p",
+            "triage",
+        ],
         cwd=TREE,
         capture_output=True,
         text=True,
