@@ -41,8 +41,10 @@ class Goodput:
     interruptions: int = 0
     mtbf_s: float | None = None
     checkpoint_cost_s: float | None = None
+    checkpoint_interval_s: float | None = None  # median time between saves, as the job ran
     recommended_checkpoint_interval_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    attempts: list[AttemptGoodput] = field(default_factory=list)
 
     @property
     def ratio(self) -> float | None:
@@ -59,7 +61,9 @@ class Goodput:
             "interruptions": self.interruptions,
             "mtbf_s": self.mtbf_s,
             "checkpoint_cost_s": self.checkpoint_cost_s,
+            "checkpoint_interval_s": self.checkpoint_interval_s,
             "notes": list(self.notes),
+            "attempts": [a.to_dict() for a in self.attempts],
         }
 
 
@@ -119,16 +123,57 @@ def _redone(timeline: pd.DataFrame, attempts: list[int]) -> pd.Series:
     return redone
 
 
+@dataclass
+class AttemptGoodput:
+    """One attempt's share of the job's wall time: from its first process start to the next
+    attempt's (the GPUs stay allocated across the restart gap, so the gap is this attempt's
+    badput), the last attempt to the job's last record. Its buckets add up to its span."""
+
+    attempt: int
+    start: float
+    end: float
+    ranks_per_node: dict[str, int]
+    productive_s: float
+    badput: dict[str, float]
+
+    @property
+    def span_s(self) -> float:
+        return self.end - self.start
+
+    @property
+    def gpus(self) -> int:
+        return sum(self.ranks_per_node.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "attempt": self.attempt,
+            "start": self.start,
+            "end": self.end,
+            "gpus": self.gpus,
+            "ranks_per_node": dict(self.ranks_per_node),
+            "productive_s": round(self.productive_s, 3),
+            "badput": {k: round(v, 3) for k, v in self.badput.items()},
+        }
+
+
+def _by_attempt(values: pd.Series, attempts: pd.Series) -> dict[int, float]:
+    return {int(a): float(v) for a, v in values.groupby(attempts).sum().items()}
+
+
+def _save_interval(saves: pd.DataFrame) -> float | None:
+    """Median time between the starts of consecutive saves within an attempt."""
+    gaps = saves.sort_values("start").groupby("attempt")["start"].diff().dropna()
+    return float(gaps.median()) if not gaps.empty else None
+
+
 def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
     """`failed_attempts`: those that ended in a fault or preemption (for the MTBF, and because
     the time from their last step to their end was spent detecting the failure)."""
     interruptions = len(failed_attempts)
     span = job.span()
-    buckets = dict.fromkeys(BADPUT_BUCKETS, 0.0)
     if span is None:
-        return Goodput(0.0, 0.0, buckets, notes=["no telemetry for this job"])
-    total = span[1] - span[0]
-    attempts = job.attempts
+        return Goodput(0.0, 0.0, dict.fromkeys(BADPUT_BUCKETS, 0.0), notes=["no telemetry for this job"])
+    attempts = [a for a in job.attempts if job.attempt_span(a) is not None]
     tl = job.step_timeline.copy()
     tl["wall"] = (tl["end"] - tl["start"]).clip(lower=0)
     tl["data"] = tl["data_wait_s"].fillna(0.0).clip(lower=0)
@@ -136,39 +181,70 @@ def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
     redone = _redone(tl, attempts)
     kept = tl[~redone]
     ideal = ideal_step_time(kept["work"])
-    productive = float(kept["work"].clip(upper=ideal).sum()) if ideal is not None else 0.0
-    excess = kept["work"] - (kept["work"].clip(upper=ideal) if ideal is not None else 0.0)
+    useful = kept["work"].clip(upper=ideal) if ideal is not None else kept["work"] * 0.0
+    excess = kept["work"] - useful
     # The first step of an attempt pays one-off warm-up (allocator, lazy init, compilation):
     # Google's goodput books that as first-step overhead, here part of initialization.
     first_rows = kept.groupby("attempt")["step"].transform("min") == kept["step"]
-    buckets["initialization"] += float(excess[first_rows].sum())
-    buckets["straggler_slowdown"] = float(excess[~first_rows].sum())
-    buckets["data_wait"] = float(kept["data"].sum())
-    buckets["lost_progress"] = float(tl.loc[redone, "wall"].sum())
+    productive = _by_attempt(useful, kept["attempt"])
+    warmup = _by_attempt(excess[first_rows], kept.loc[first_rows, "attempt"])
+    slowdown = _by_attempt(excess[~first_rows], kept.loc[~first_rows, "attempt"])
+    data_wait = _by_attempt(kept["data"], kept["attempt"])
+    lost = _by_attempt(tl.loc[redone, "wall"], tl.loc[redone, "attempt"])
     saves = _spans(job.events, "checkpoint_save_begin", "checkpoint_save_end")
     loads = _spans(job.events, "checkpoint_load_begin", "checkpoint_load_end")
-    buckets["checkpoint_save"] = float((saves["end"] - saves["start"]).sum())
-    buckets["checkpoint_load"] = float((loads["end"] - loads["start"]).sum())
+    save_s = _by_attempt(saves["end"] - saves["start"], saves["attempt"])
+    load_s = _by_attempt(loads["end"] - loads["start"], loads["attempt"])
+    per_attempt = []
     for i, a in enumerate(attempts):
         s = job.attempt_span(a)
-        if s is None:
-            continue
+        assert s is not None
+        nxt = job.attempt_span(attempts[i + 1]) if i + 1 < len(attempts) else None
+        start = span[0] if i == 0 else s[0]
+        end = nxt[0] if nxt is not None else span[1]
         steps = tl[tl["attempt"] == a]
         first = float(steps["start"].min()) if not steps.empty else s[1]
         last = float(steps["end"].max()) if not steps.empty else s[1]
         loading = loads[(loads["attempt"] == a) & (loads["end"] <= first)]
-        buckets["initialization"] += max(0.0, first - s[0] - float((loading["end"] - loading["start"]).sum()))
-        nxt = job.attempt_span(attempts[i + 1]) if i + 1 < len(attempts) else None
+        b = dict.fromkeys(BADPUT_BUCKETS, 0.0)
+        b["initialization"] = warmup.get(a, 0.0) + max(
+            0.0, first - s[0] - float((loading["end"] - loading["start"]).sum())
+        )
+        b["checkpoint_save"] = save_s.get(a, 0.0)
+        b["checkpoint_load"] = load_s.get(a, 0.0)
+        b["data_wait"] = data_wait.get(a, 0.0)
+        b["lost_progress"] = lost.get(a, 0.0)
         if nxt is not None:
-            buckets["detection_and_restart"] += max(0.0, nxt[0] - last)
+            b["detection_and_restart"] = max(0.0, nxt[0] - last)
         elif a in failed_attempts:
-            buckets["detection_and_restart"] += max(0.0, s[1] - last)
-    buckets["other"] = max(0.0, total - productive - sum(buckets.values()))
-    g = Goodput(productive, total, buckets, ideal, interruptions)
+            b["detection_and_restart"] = max(0.0, s[1] - last)
+        b["straggler_slowdown"] = slowdown.get(a, 0.0)
+        b["other"] = max(0.0, (end - start) - productive.get(a, 0.0) - sum(b.values()))
+        nodes = job.ranks[job.ranks["attempt"] == a].groupby("node", dropna=False)["rank"].nunique()
+        per_attempt.append(
+            AttemptGoodput(
+                a,
+                start,
+                end,
+                {str(n) if isinstance(n, str) else "": int(c) for n, c in nodes.items()},
+                productive.get(a, 0.0),
+                b,
+            )
+        )
+    buckets = {k: sum(p.badput[k] for p in per_attempt) for k in BADPUT_BUCKETS}
+    g = Goodput(
+        sum(p.productive_s for p in per_attempt),
+        span[1] - span[0],
+        buckets,
+        ideal,
+        interruptions,
+        attempts=per_attempt,
+    )
     if not saves.empty:
         g.checkpoint_cost_s = float((saves["end"] - saves["start"]).median())
+        g.checkpoint_interval_s = _save_interval(saves)
     if interruptions:
-        g.mtbf_s = total / interruptions
+        g.mtbf_s = g.total_s / interruptions
     if g.checkpoint_cost_s is None:
         g.notes.append("no checkpoint save recorded: no checkpoint interval can be recommended")
     elif g.mtbf_s is None:

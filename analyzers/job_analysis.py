@@ -21,6 +21,7 @@ from triage.analyzers.hang import analysis_time, hang_findings
 from triage.analyzers.inherited import ledger_findings
 from triage.analyzers.lifecycle import lifecycle_findings
 from triage.analyzers.log_events import log_findings
+from triage.analyzers.lost_time import LostTime, incident_costs, lost_time
 from triage.analyzers.numerical import numerical_findings
 from triage.analyzers.root_cause import Incident, attribute
 from triage.analyzers.sdc import sdc_findings
@@ -59,15 +60,24 @@ class JobAnalysis:
     goodput: Goodput
     stragglers: list[RankScore]
     gpus: list[dict[str, object]]
+    lost_time: list[LostTime]
 
     def to_dict(self) -> dict[str, object]:
+        costs = incident_costs(self.lost_time)
+        incidents = []
+        for i in self.incidents:
+            d = i.to_dict()
+            cost = costs.get((i.attempt, i.verdict.category.value))
+            d["lost"] = None if cost is None else cost.to_dict()
+            incidents.append(d)
         return {
             "job_id": self.job_id,
             "run_id": self.run_id,
             "status": self.status,
             "attempts": [a.to_dict() for a in self.attempts],
-            "incidents": [i.to_dict() for i in self.incidents],
+            "incidents": incidents,
             "goodput": self.goodput.to_dict(),
+            "lost_time": [r.to_dict() for r in self.lost_time],
             "stragglers": [s.to_dict() for s in self.stragglers],
             "gpus": self.gpus,
             "recommended_checkpoint_interval_s": self.goodput.recommended_checkpoint_interval_s,
@@ -245,4 +255,5 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
         goodput,
         [s for s in stragglers.scores if s.attempt == latest],
         _gpu_table(job, cfg),
+        lost_time(goodput, incidents),
     )

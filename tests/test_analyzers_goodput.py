@@ -11,13 +11,13 @@ from triage.analyzers.goodput import daly_interval, ideal_step_time, young_inter
 from triage.analyzers.job_analysis import analyze_job
 
 
-def two_attempts() -> JobBuilder:
+def two_attempts(nodes: tuple[str, str] = ("node0", "node0")) -> JobBuilder:
     """Attempt 0: start T0, steps 0-9 from T0+10 (2 s each, 0.5 s data wait, step 5 takes 4 s),
     a 3 s checkpoint save after step 4, KeyError at T0+36, last heartbeat T0+40.
     Attempt 1: start T0+50, loads step 4 in 2 s, redoes steps 5-9 (step 7 takes 3 s), exits T0+66."""
     b = JobBuilder()
     for r in range(2):
-        b.rank(r, "node0", r, attempt=0, start=T0).rank(r, "node0", r, attempt=1, start=T0 + 50)
+        b.rank(r, nodes[r], r, attempt=0, start=T0).rank(r, nodes[r], r, attempt=1, start=T0 + 50)
     plan = {
         0: [(s, T0 + 10 + 2 * s, 2.0) for s in range(5)]
         + [(5, T0 + 23, 4.0)]
@@ -63,6 +63,43 @@ def test_goodput_and_badput_match_the_hand_computation():
     assert g.checkpoint_cost_s == pytest.approx(3.0)
     assert g.recommended_checkpoint_interval_s == pytest.approx(daly_interval(3.0, 66.0))
     assert [x.status for x in a.attempts] == ["failed", "completed"]
+
+
+def test_each_attempt_accounts_for_its_own_span():
+    g = analyze_job(two_attempts().load(), AnalyzerConfig()).goodput
+    first, second = g.attempts
+    assert (first.start, first.end, second.start, second.end) == (T0, T0 + 50, T0 + 50, T0 + 66)
+    assert first.productive_s == pytest.approx(7.5) and second.productive_s == pytest.approx(7.5)
+    assert first.badput["lost_progress"] == pytest.approx(12.0)
+    assert first.badput["detection_and_restart"] == pytest.approx(15.0)
+    assert second.badput["initialization"] == pytest.approx(2.0)  # 4 s to the first step, 2 s loading
+    assert second.badput["straggler_slowdown"] == pytest.approx(1.0)
+    for a in (first, second):  # each attempt's buckets fill its span exactly
+        assert a.productive_s + sum(a.badput.values()) == pytest.approx(a.span_s)
+    assert {k: first.badput[k] + second.badput[k] for k in g.badput} == pytest.approx(g.badput)
+
+
+def test_the_incident_is_charged_its_lost_progress_restart_and_the_next_start_up():
+    a = analyze_job(two_attempts(("node0", "node1")).load(), AnalyzerConfig())
+    charged = [r for r in a.lost_time if r.cause_attempt == 0]
+    assert {r.category for r in charged} == {"user_code_error"}
+    assert {r.culprit_rank for r in charged} == {1} and {r.culprit_node for r in charged} == {"node1"}
+    assert {(r.attempt, r.bucket) for r in charged} == {
+        (0, "lost_progress"),
+        (0, "detection_and_restart"),
+        (1, "initialization"),
+        (1, "checkpoint_load"),
+    }
+    # one row per node that held a GPU, each of its GPU-seconds
+    assert {r.node for r in charged} == {"node0", "node1"}
+    assert sum(r.gpu_seconds for r in charged) == pytest.approx(2 * (12 + 15 + 2 + 2))
+    overhead = {(r.attempt, r.bucket) for r in a.lost_time if r.cause_attempt is None}
+    assert (0, "initialization") in overhead and (0, "checkpoint_save") in overhead
+    assert sum(r.gpu_seconds for r in a.lost_time) == pytest.approx(2 * (66 - 15))
+    incident = next(i for i in a.to_dict()["incidents"] if i["root_cause"])
+    assert incident["lost"]["seconds"] == pytest.approx(31.0)
+    assert incident["lost"]["gpu_seconds"] == pytest.approx(62.0)
+    assert incident["lost"]["buckets"]["detection_and_restart"] == pytest.approx(15.0)
 
 
 def test_no_failure_means_no_interval_and_says_so():

@@ -189,6 +189,52 @@ NODE_HEALTH = pa.schema(
 )
 NODE_HEALTH_STATES = ("quarantined", "cleared")
 
+#: What each attempt of a run held and made, per node (`triage run` writes it when the run ends,
+#: `triage report --backfill` for runs that lack it): the denominator of every fleet figure.
+ATTEMPT_USAGE = pa.schema(
+    [
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("time", pa.float64()),  # when it was recorded
+        pa.field("node", pa.string()),
+        pa.field("gpus", pa.int32()),  # ranks of the attempt on this node
+        pa.field("start_time", pa.float64()),  # the attempt's share of the run's wall time
+        pa.field("end_time", pa.float64()),
+        pa.field("productive_s", pa.float64()),  # the attempt's productive wall seconds
+        pa.field("status", pa.string()),
+        pa.field("job_gpus", pa.int32()),  # the run's size: ranks of its first attempt
+        pa.field("checkpoint_cost_s", pa.float64()),  # the run's median save time
+        pa.field("checkpoint_interval_s", pa.float64()),  # the run's median time between saves
+        pa.field("cause_category", pa.string()),  # the attempt's root cause; NULL: none
+        pa.field("cause_layer", pa.string()),
+        pa.field("culprit_node", pa.string()),
+        pa.field("culprit_gpu", pa.int32()),
+        pa.field("prescribed_action", pa.string()),  # what the taxonomy says to do about it
+    ]
+)
+
+#: The run's badput, each (attempt, bucket, node) charged to the incident that caused it
+#: (`analyzers.lost_time`); `category` "overhead" where none did.
+LOST_TIME = pa.schema(
+    [
+        pa.field("job_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("time", pa.float64()),
+        pa.field("bucket", pa.string()),
+        pa.field("node", pa.string()),  # whose GPUs sat idle
+        pa.field("seconds", pa.float64()),
+        pa.field("gpu_seconds", pa.float64()),
+        pa.field("cause_attempt", pa.int32()),
+        pa.field("category", pa.string()),
+        pa.field("layer", pa.string()),
+        pa.field("culprit_rank", pa.int32()),
+        pa.field("culprit_node", pa.string()),
+        pa.field("culprit_gpu", pa.int32()),
+    ]
+)
+
 _SPOOL_TIME = {
     "ranks": "start_time",
     "steps": "end_time",
@@ -220,6 +266,8 @@ TABLES: dict[str, TableSpec] = {
     "job_scores": TableSpec("job_scores", JOB_SCORES, "time"),
     "runs": TableSpec("runs", RUNS, "time"),
     "node_health": TableSpec("node_health", NODE_HEALTH, "time"),
+    "attempt_usage": TableSpec("attempt_usage", ATTEMPT_USAGE, "time"),
+    "lost_time": TableSpec("lost_time", LOST_TIME, "time"),
     **{name: TableSpec(name, schema_from_dataclass(cls), "time") for cls, name in RECORD_TABLES.items()},
 }
 

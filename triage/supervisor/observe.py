@@ -269,6 +269,59 @@ def record_scores(data_dir: Path, analysis: JobAnalysis, attempt: int) -> int:
     return len(rows)
 
 
+def _cause_columns(v: Verdict | None) -> dict[str, object]:
+    return {
+        "cause_category": None if v is None else v.category.value,
+        "cause_layer": None if v is None else v.layer.value,
+        "culprit_node": None if v is None else v.culprit.node,
+        "culprit_gpu": None if v is None else v.culprit.gpu,
+        "prescribed_action": None if v is None else v.action.value,
+    }
+
+
+def record_accounting(data_dir: Path, analysis: JobAnalysis) -> int:
+    """What the run held and made per attempt and node, and its badput charged to causes
+    (`attempt_usage`, `lost_time`): what `triage report` and the node agents' fleet counters
+    add up. Written once, when the run has ended; rows written."""
+    now = time.time()
+    g = analysis.goodput
+    key = {"job_id": analysis.job_id, "run_id": analysis.run_id, "time": now}
+    status = {a.attempt: a.status for a in analysis.attempts}
+    job_gpus = g.attempts[0].gpus if g.attempts else 0
+    roots = {i.attempt: i.verdict for i in analysis.incidents if i.root}
+    usage = [
+        {
+            **key,
+            "attempt": a.attempt,
+            "node": node,
+            "gpus": ranks,
+            "start_time": a.start,
+            "end_time": a.end,
+            "productive_s": a.productive_s,
+            "status": status.get(a.attempt),
+            "job_gpus": job_gpus,
+            "checkpoint_cost_s": g.checkpoint_cost_s,
+            "checkpoint_interval_s": g.checkpoint_interval_s,
+            **_cause_columns(roots.get(a.attempt)),
+        }
+        for a in g.attempts
+        for node, ranks in a.ranks_per_node.items()
+    ]
+    lost = [{**key, **r.to_dict()} for r in analysis.lost_time]
+    if not usage:
+        return 0
+    with shared_writer(data_dir) as writer:
+        writer.append_rows("attempt_usage", usage)
+        if lost:
+            writer.append_rows("lost_time", lost)
+        if any(
+            len(writer.manifest.table_segments(t)) >= _COMPACT_AT_SEGMENTS
+            for t in ("attempt_usage", "lost_time")
+        ):
+            compact(writer)
+    return len(usage) + len(lost)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """What the `runs` table says of a run; one row at its start and one at its end."""

@@ -51,6 +51,7 @@ from triage.supervisor.observe import (
     analyze,
     ingest_pending,
     read_attempt_progress,
+    record_accounting,
     record_attempt,
     record_output,
     record_run,
@@ -183,6 +184,10 @@ class Supervisor:
             self._analyzer_config(),
         )
         self.report.analysis = None if final is None else final.to_dict()
+        if final is not None:
+            self._safely(
+                "recording the run's GPU time and lost time", record_accounting, self.data_dir, final
+            )
         self._safely(
             "recording the run's end",
             record_run,
