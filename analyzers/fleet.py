@@ -28,14 +28,14 @@ An attempt is in the window when it started in it.
 
 from __future__ import annotations
 
-import itertools
+import math
 from dataclasses import asdict, dataclass, field
 
 import duckdb
 import pandas as pd
 
 from triage.analyzers.goodput import daly_interval
-from triage.analyzers.lemons import NODE_LAYERS, LemonTest, NodeRisk, node_risks
+from triage.analyzers.lemons import IMPLICATING, LemonTest, NodeRisk, node_risks
 from triage.config import ConfigError
 from triage.taxonomy import Action
 
@@ -286,38 +286,32 @@ def _lost_by(lost: pd.DataFrame, total_lost_s: float, top: int) -> dict[str, lis
 
 
 def _avoidable(att: pd.DataFrame, top: int) -> list[dict[str, object]]:
+    """Restarts that only repeated the failure before them (`att` sorted by run, attempt)."""
+    prev = att.groupby(["job_id", "run_id"], dropna=False, sort=False).shift(1)
+    restarted = prev["cause_category"].notna()
+    fail_fast = restarted & (prev["prescribed_action"] == Action.FAIL_FAST.value)
+    same_node = prev["culprit_node"].fillna("") == att["culprit_node"].fillna("")
+    loop = restarted & ~fail_fast & (prev["cause_category"] == att["cause_category"]) & same_node
     out = []
-    for (job, run), g in att.groupby(["job_id", "run_id"], dropna=False, sort=False):
-        rows = g.sort_values("attempt").to_dict("records")
-        for prev, nxt in itertools.pairwise(rows):
-            if not isinstance(prev["cause_category"], str):
-                continue
-            reason = None
-            if prev["prescribed_action"] == Action.FAIL_FAST.value:
-                reason = f"{prev['cause_category']} calls for failing fast; the restart repeated it"
-            elif nxt["cause_category"] == prev["cause_category"] and _same(
-                prev["culprit_node"], nxt["culprit_node"]
-            ):
-                where = f" on {prev['culprit_node']}" if isinstance(prev["culprit_node"], str) else ""
-                reason = f"restart loop: {prev['cause_category']}{where} again"
-            if reason is not None:
-                out.append(
-                    {
-                        "job_id": job,
-                        "run_id": run,
-                        "attempt": int(nxt["attempt"]),
-                        "reason": reason,
-                        "gpu_h": float(nxt["gpu_s"]) / _HOUR,
-                    }
-                )
+    for i in att.index[fail_fast | loop]:
+        cat, node = prev.at[i, "cause_category"], prev.at[i, "culprit_node"]
+        if fail_fast[i]:
+            reason = f"{cat} calls for failing fast; the restart repeated it"
+        else:
+            reason = f"restart loop: {cat}{f' on {node}' if isinstance(node, str) else ''} again"
+        out.append(
+            {
+                "job_id": att.at[i, "job_id"],
+                "run_id": att.at[i, "run_id"],
+                "attempt": int(att.at[i, "attempt"]),
+                "reason": reason,
+                "gpu_h": float(att.at[i, "gpu_s"]) / _HOUR,
+            }
+        )
     return sorted(out, key=lambda r: -float(r["gpu_h"]))[:top]  # type: ignore[arg-type]
 
 
-def _same(a: object, b: object) -> bool:
-    return (a if isinstance(a, str) else None) == (b if isinstance(b, str) else None)
-
-
-def _waste(tau: float, cost: float, mttf: float) -> float:
+def _waste(tau: pd.Series, cost: pd.Series, mttf: pd.Series) -> pd.Series:
     """Young's first-order expected waste per unit time: saves plus half an interval redone
     per failure."""
     return cost / tau + tau / (2.0 * mttf)
@@ -326,44 +320,78 @@ def _waste(tau: float, cost: float, mttf: float) -> float:
 def _checkpoint_advice(
     att: pd.DataFrame, by_size: list[dict[str, object]], top: int
 ) -> list[dict[str, object]]:
-    mttf = {r["size"]: r["mttf_h"] for r in by_size}
+    mttf_h = {r["size"]: r["mttf_h"] for r in by_size if r["mttf_h"]}
     runs = att.groupby(["job_id", "run_id"], dropna=False).agg(
         size=("size", "first"),
         cost=("checkpoint_cost_s", "first"),
         tau=("checkpoint_interval_s", "first"),
         gpu_s=("gpu_s", "sum"),
     )
-    out = []
-    for (job, run), r in runs.iterrows():
-        m_h = mttf.get(r["size"])
-        if pd.isna(r["cost"]) or pd.isna(r["tau"]) or not m_h or r["tau"] <= 0:
-            continue
-        m = float(m_h) * _HOUR  # type: ignore[arg-type]
-        best = daly_interval(float(r["cost"]), m)
-        excess = max(0.0, _waste(float(r["tau"]), float(r["cost"]), m) - _waste(best, float(r["cost"]), m))
-        out.append(
-            {
-                "job_id": job,
-                "run_id": run,
-                "size": r["size"],
-                "checkpoint_cost_s": float(r["cost"]),
-                "interval_used_s": float(r["tau"]),
-                "interval_advised_s": best,
-                "mttf_h": float(m_h),  # type: ignore[arg-type]
-                "excess_gpu_h": excess * float(r["gpu_s"]) / _HOUR,
-            }
-        )
-    return sorted(out, key=lambda r: -float(r["excess_gpu_h"]))[:top]  # type: ignore[arg-type]
+    runs["mttf_s"] = runs["size"].map(mttf_h).astype(float) * _HOUR
+    runs = runs.dropna(subset=["cost", "tau", "mttf_s"])
+    runs = runs[runs["tau"] > 0]
+    if runs.empty:
+        return []
+    best = [daly_interval(c, m) for c, m in zip(runs["cost"], runs["mttf_s"], strict=True)]
+    runs["advised"] = best
+    runs["excess"] = (
+        (
+            _waste(runs["tau"], runs["cost"], runs["mttf_s"])
+            - _waste(runs["advised"], runs["cost"], runs["mttf_s"])
+        ).clip(lower=0.0)
+        * runs["gpu_s"]
+        / _HOUR
+    )
+    worst = runs.sort_values("excess", ascending=False).head(top)
+    return [
+        {
+            "job_id": job,
+            "run_id": run,
+            "size": r["size"],
+            "checkpoint_cost_s": float(r["cost"]),
+            "interval_used_s": float(r["tau"]),
+            "interval_advised_s": float(r["advised"]),
+            "mttf_h": float(r["mttf_s"]) / _HOUR,
+            "excess_gpu_h": float(r["excess"]),
+        }
+        for (job, run), r in worst.iterrows()
+    ]
 
 
-def _node_risks(usage: pd.DataFrame, att: pd.DataFrame, test: LemonTest) -> list[NodeRisk]:
+def node_clears(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
+    """node -> when a person last returned it to service (`triage nodes clear`)."""
+    if "node_health" not in _tables(con):
+        return {}
+    rows = con.execute(
+        "SELECT node, max(time) FROM node_health WHERE gpu IS NULL AND state = 'cleared' GROUP BY node"
+    ).fetchall()
+    return {str(n): float(t) for n, t in rows}
+
+
+def _node_risks(
+    usage: pd.DataFrame, att: pd.DataFrame, clears: dict[str, float], test: LemonTest
+) -> list[NodeRisk]:
+    def after_clear(frame: pd.DataFrame, node_column: str) -> pd.DataFrame:
+        cleared = [clears.get(n, -math.inf) for n in frame[node_column]]
+        return frame[frame["start_time"].to_numpy(dtype=float) >= cleared]
+
+    usage = after_clear(usage, "node")
     span = (usage["end_time"] - usage["start_time"]).clip(lower=0)
     hours = (span.groupby(usage["node"]).sum() / _HOUR).to_dict()
-    implicated = att[att["cause_layer"].isin(NODE_LAYERS) & att["culprit_node"].notna()]
+    implicated = att[att["cause_category"].isin(IMPLICATING) & att["culprit_node"].notna()]
+    implicated = after_clear(implicated, "culprit_node")
     failures = implicated.groupby("culprit_node").size().to_dict()
     return node_risks(
         {str(k): int(v) for k, v in failures.items()}, {str(k): float(v) for k, v in hours.items()}, test
     )
+
+
+def fleet_node_risks(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> list[NodeRisk]:
+    """The lemon test alone, for the supervisor's end-of-run check."""
+    usage, _ = load_usage(con, cfg)
+    if usage.empty:
+        return []
+    return _node_risks(usage, _attempt_table(usage), node_clears(con), cfg.lemon)
 
 
 def fleet_report(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> FleetReport:
@@ -399,5 +427,5 @@ def fleet_report(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> FleetRepor
     report.lost_by = _lost_by(lost, float(lost["gpu_seconds"].sum()) if not lost.empty else 0.0, cfg.top)
     report.avoidable_restarts = _avoidable(att, cfg.top)
     report.checkpoint_advice = _checkpoint_advice(att, report.by_size, cfg.top)
-    report.node_risks = _node_risks(usage, att, cfg.lemon)
+    report.node_risks = _node_risks(usage, att, node_clears(con), cfg.lemon)
     return report

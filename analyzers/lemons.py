@@ -10,8 +10,10 @@ fleet's node-hours. It is a lemon when
     P(X >= k_n) < alpha / N   (one-sided exact binomial test, Bonferroni over the N nodes)
 
 and k_n >= min_failures, so that a node with two failures in a quiet week is never flagged. Only
-failures whose root cause lies in the node's hardware or host count (layers gpu, host,
-communication, infrastructure): a user's bug names the node its rank ran on, not a fault of it.
+failures whose cause implicates the node count (`taxonomy.implicates_node`, the rule the
+repeat-offender quarantine uses): a user's bug names the node its rank ran on, not a fault of it.
+A node's failures and hours from before its last `triage nodes clear` do not count: a person
+repaired it since.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from triage.config import ConfigError
-from triage.taxonomy import Layer
+from triage.taxonomy import Category, implicates_node
 
-#: Root-cause layers that implicate the culprit's node.
-NODE_LAYERS = (Layer.GPU.value, Layer.HOST.value, Layer.COMMUNICATION.value, Layer.INFRASTRUCTURE.value)
+#: Stored category names that count against the culprit's node.
+IMPLICATING = frozenset(c.value for c in Category if implicates_node(c))
 
 
 @dataclass(frozen=True)

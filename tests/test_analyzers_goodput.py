@@ -11,11 +11,11 @@ from triage.analyzers.goodput import daly_interval, ideal_step_time, young_inter
 from triage.analyzers.job_analysis import analyze_job
 
 
-def two_attempts(nodes: tuple[str, str] = ("node0", "node0")) -> JobBuilder:
+def two_attempts(nodes: tuple[str, str] = ("node0", "node0"), run_id: str | None = None) -> JobBuilder:
     """Attempt 0: start T0, steps 0-9 from T0+10 (2 s each, 0.5 s data wait, step 5 takes 4 s),
     a 3 s checkpoint save after step 4, KeyError at T0+36, last heartbeat T0+40.
     Attempt 1: start T0+50, loads step 4 in 2 s, redoes steps 5-9 (step 7 takes 3 s), exits T0+66."""
-    b = JobBuilder()
+    b = JobBuilder(run_id=run_id)
     for r in range(2):
         b.rank(r, nodes[r], r, attempt=0, start=T0).rank(r, nodes[r], r, attempt=1, start=T0 + 50)
     plan = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from triage import __version__
@@ -24,6 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("nodes", "list quarantined nodes and GPUs (node health ledger); clear a repaired one"),
     "classify": ("classify", "classify raw log files into the failure taxonomy"),
     "analyze": ("analyze", "analyse one job: root cause, hangs, stragglers, GPU health, goodput"),
+    "report": (
+        "report",
+        "fleet reliability over all runs: ETTR, failure rates, MTTF/MTTR, lost GPU-hours by cause, lemon nodes",
+    ),
     "agent": ("agent", "run the per-node agent: collectors, spool ingest, Prometheus /metrics"),
     "bench": ("bench", "run a benchmark (classify, ...) and report its numbers"),
     "dashboard": (
@@ -86,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"triage {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (`| head`): nothing is wrong with the data
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except Exception as exc:
         if not _is_bad_input(exc):
             raise  # a bug: its traceback is what a report needs

@@ -199,3 +199,20 @@ TAXONOMY: dict[Category, CategorySpec] = {
 
 #: Verdicts below this confidence are reported as `unknown` (taxonomy: "Confidence").
 DEFAULT_CONFIDENCE_THRESHOLD = 0.5
+
+#: Causes that say nothing about the culprit node's hardware: the job's own (its code, its
+#: memory, its checkpoints), shared services (storage, the rendezvous store), the scheduler,
+#: and no confident verdict. They never count against a node (quarantine, lemon nodes).
+NOT_IMPLICATING_NODE = frozenset(c for c in Category if c.layer is Layer.APPLICATION) | {
+    Category.HOST_OOM,
+    Category.CHECKPOINT_ERROR,
+    Category.STORAGE_ERROR,
+    Category.RENDEZVOUS_ERROR,
+    Category.PREEMPTION,
+    Category.UNKNOWN,
+}
+
+
+def implicates_node(category: Category) -> bool:
+    """Whether an incident of this category counts against its culprit node's hardware."""
+    return category not in NOT_IMPLICATING_NODE

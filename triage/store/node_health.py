@@ -28,8 +28,10 @@ from triage.store.schema import NODE_HEALTH, NODE_HEALTH_STATES
 from triage.store.shared_writer import DEFAULT_WAIT_S, shared_writer
 
 QUARANTINED, CLEARED = NODE_HEALTH_STATES
-#: `source` of a row: a verdict's hardware fault, the repeat-offender rule, a person.
+#: `source` of a row: a verdict's hardware fault, the repeat-offender rule, a person, the
+#: lemon-node test over the fleet's history (`analyzers.lemons`).
 SOURCE_VERDICT, SOURCE_REPEAT_OFFENDER, SOURCE_MANUAL = "verdict", "repeat_offender", "manual"
+SOURCE_LEMON = "lemon"
 
 #: (node, gpu) with gpu None for the node as a whole
 Key = tuple[str, int | None]

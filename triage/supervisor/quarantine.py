@@ -1,6 +1,6 @@
 """When a verdict takes hardware out of service: the quarantine rules, and where they act.
 
-Two rules, both on the culprit node of an attempt's root cause:
+Three rules: two on the culprit node of an attempt's root cause, one over the fleet's history:
 - **Hardware fault**: a GPU that fell off the bus, HBM ECC, NVLink, a node that vanished, or
   silent data corruption (the taxonomy's gpu/host faults whose action is
   `restart_excluding_node`) quarantines at once: the GPU where the verdict names one (the
@@ -9,9 +9,14 @@ Two rules, both on the culprit node of an attempt's root cause:
 - **Repeat offender**: a node implicated as the culprit of `repeat_count` incidents (attempts)
   within `repeat_window_days`, of any jobs, is quarantined as a whole even when each incident
   alone would only restart (two collective timeouts blamed on it, a timeout then a network
-  error). Causes that say nothing about the node's hardware (`NOT_IMPLICATING`: a bug, an
+  error). Causes that say nothing about the node's hardware (`taxonomy.NOT_IMPLICATING_NODE`: a bug, an
   OOM, NaN, data, a bad checkpoint, shared storage, preemption, no confident verdict) do not
   count; nor do incidents before the node was last cleared (a person looked at it since).
+
+- **Lemon node**: when a run ends, a node implicated in far more failures within
+  `repeat_window_days` than its share of the fleet's node-hours predicts (`analyzers.lemons`:
+  a one-sided binomial test at `lemon_alpha`, Bonferroni over the nodes, at least
+  `lemon_min_failures`) is quarantined as a whole, the test's figures as its evidence.
 
 `decide` is a pure function of the verdict and what the store holds; `quarantine_for_verdict`
 reads the store, applies it and writes the entry: the one call the supervisor makes after a
@@ -27,10 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triage import display
+from triage.analyzers.fleet import FleetConfig, fleet_node_risks
+from triage.analyzers.lemons import LemonTest
 from triage.config import ConfigError
+from triage.store import open_snapshot
 from triage.store.node_health import (
     CLEARED,
     QUARANTINED,
+    SOURCE_LEMON,
     SOURCE_REPEAT_OFFENDER,
     SOURCE_VERDICT,
     HealthEntry,
@@ -41,7 +50,7 @@ from triage.store.node_health import (
     record_health,
     standing,
 )
-from triage.taxonomy import Action, Category, Layer
+from triage.taxonomy import Action, Category, Layer, implicates_node
 from triage.verdict import Verdict
 
 #: `by` of the entries the supervisor writes.
@@ -56,17 +65,6 @@ HARDWARE = frozenset(
 )
 #: Whole-node faults: no single GPU to blame.
 NODE_LEVEL = frozenset({Category.NODE_FAILURE})
-#: Causes that say nothing about the culprit node's hardware: the job's own (its code, its
-#: memory, its checkpoints), shared services (storage, the rendezvous store), the scheduler,
-#: and no confident verdict. They never count against a node.
-NOT_IMPLICATING = frozenset(c for c in Category if c.layer is Layer.APPLICATION) | {
-    Category.HOST_OOM,
-    Category.CHECKPOINT_ERROR,
-    Category.STORAGE_ERROR,
-    Category.RENDEZVOUS_ERROR,
-    Category.PREEMPTION,
-    Category.UNKNOWN,
-}
 
 
 @dataclass(frozen=True)
@@ -84,8 +82,19 @@ class QuarantineConfig:
         default=2,
         metadata={"help": "incidents (attempts) within --repeat-window-days that quarantine a node"},
     )
+    lemon_alpha: float = field(
+        default=0.01,
+        metadata={
+            "help": "significance of the lemon-node test (Bonferroni-corrected over the fleet's nodes)"
+        },
+    )
+    lemon_min_failures: int = field(
+        default=3,
+        metadata={"help": "fewest failures within --repeat-window-days that can make a node a lemon"},
+    )
 
     def __post_init__(self) -> None:
+        LemonTest(self.lemon_alpha, self.lemon_min_failures)  # raises ConfigError on bad knobs
         if self.repeat_window_days <= 0:
             raise ConfigError(f"--repeat-window-days must be > 0, got {self.repeat_window_days}")
         if self.repeat_count < 2:
@@ -98,10 +107,9 @@ class QuarantineConfig:
     def window_s(self) -> float:
         return self.repeat_window_days * _DAY_S
 
-
-def implicates(category: Category) -> bool:
-    """Whether an incident of this category counts against its culprit node's hardware."""
-    return category not in NOT_IMPLICATING
+    @property
+    def lemon_test(self) -> LemonTest:
+        return LemonTest(self.lemon_alpha, self.lemon_min_failures)
 
 
 def decide(
@@ -145,7 +153,7 @@ def decide(
             reason=f"{verdict.category.value}: {verdict.summary}"[:500],
             **common,
         )
-    if not implicates(verdict.category) or standing(state, node) is not None:
+    if not implicates_node(verdict.category) or standing(state, node) is not None:
         return None
     own = Implication(now, node, verdict.culprit.gpu, verdict.category.value, job_id, run_id, attempt)
     recent = offences(node, now=now, ledger=ledger, implications=[*implications, own], config=config)
@@ -182,7 +190,7 @@ def offences(
         [
             i
             for i in implications
-            if i.node == node and since <= i.time <= now and implicates(Category.parse(i.category))
+            if i.node == node and since <= i.time <= now and implicates_node(Category.parse(i.category))
         ]
     )
 
@@ -235,3 +243,39 @@ def _xid(verdict: Verdict) -> int | None:
 def _evidence(verdict: Verdict) -> list[dict[str, object]]:
     evidence: list[dict[str, object]] = verdict.to_dict()["evidence"][:_EVIDENCE_KEPT]
     return evidence
+
+
+def quarantine_lemons(
+    data_dir: str | os.PathLike[str],
+    *,
+    job_id: str,
+    run_id: str,
+    now: float,
+    config: QuarantineConfig = QuarantineConfig(),
+) -> list[HealthEntry]:
+    """Quarantine the nodes the lemon test flags over the last `repeat_window_days` that no
+    quarantine holds yet; the entries written."""
+    with open_snapshot(data_dir) as snap:
+        risks = fleet_node_risks(snap.con, FleetConfig(since=now - config.window_s, lemon=config.lemon_test))
+    lemons = [r for r in risks if r.lemon]
+    if not lemons:
+        return []
+    state = current_state(read_ledger(data_dir))
+    entries = [
+        HealthEntry(
+            time=now,
+            node=r.node,
+            gpu=None,
+            state=QUARANTINED,
+            reason=f"lemon node: {r.evidence} within {config.repeat_window_days:g} days",
+            source=SOURCE_LEMON,
+            by=BY,
+            evidence=[r.to_dict()],
+            job_id=job_id,
+            run_id=run_id,
+        )
+        for r in lemons
+        if standing(state, r.node) is None
+    ]
+    record_health(data_dir, entries)
+    return entries

@@ -60,7 +60,7 @@ from triage.supervisor.observe import (
 )
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.processes import AttemptProcesses
-from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict
+from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict, quarantine_lemons
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.supervisor.report import AttemptReport, JobReport, LiveState
 from triage.supervisor.stop_signals import Interrupted, StopSignals
@@ -188,6 +188,18 @@ class Supervisor:
             self._safely(
                 "recording the run's GPU time and lost time", record_accounting, self.data_dir, final
             )
+        if self.cfg.quarantine:
+            lemons = self._safely(
+                "the lemon-node test",
+                quarantine_lemons,
+                self.data_dir,
+                job_id=self.job_id,
+                run_id=self.run_id,
+                now=time.time(),
+                config=self.quarantine,
+            )
+            for entry in lemons or []:
+                log.warning("quarantined %s for later jobs: %s", entry.node, entry.reason)
         self._safely(
             "recording the run's end",
             record_run,
