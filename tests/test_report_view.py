@@ -88,3 +88,21 @@ def test_the_live_view_says_which_ranks_are_gone():
     assert _rank_states(live((), ())) == "-"
     assert _rank_states(live((0, 1, 2, 3), (0, 1, 2, 3))) == "4 running"
     assert _rank_states(live((0, 1, 2, 3), (0, 1, 2))) == "3 of 4 running; exited: 3"
+
+
+def test_the_verdict_says_what_the_incident_cost_the_job():
+    from test_analyzers_goodput import two_attempts
+
+    from triage.analyzers.config import AnalyzerConfig
+    from triage.analyzers.job_analysis import analyze_job
+    from triage.commands.report_view import analysis_renderables
+
+    analysis = analyze_job(two_attempts().load(), AnalyzerConfig())
+    console = Console(width=200, record=True, force_terminal=False)
+    for part in analysis_renderables(analysis):
+        console.print(part)
+    (cost,) = [line for line in console.export_text().splitlines() if line.startswith("cost")]
+    # 31 s of the job on 2 GPUs: 15 s detection, 12 s redone, 2 s start-up, 2 s loading
+    assert "31.0 s of the job (62 GPU-s)" in cost
+    assert cost.index("detection and restart 15.0 s") < cost.index("progress redone 12.0 s")
+    assert "checkpoint load 2.0 s" in cost
