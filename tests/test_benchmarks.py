@@ -1,4 +1,4 @@
-"""`triage bench ingest` and `triage bench agent` at toy sizes: they measure what they claim
+"""`triage bench ingest`, `agent`, `hooks` and `report` at toy sizes: they measure what they claim
 (every spool row stored, both processes sampled) and turn a missed target into exit 1."""
 
 from __future__ import annotations
@@ -121,3 +121,13 @@ def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
         timeout=180,
     )
     assert tight.returncode == 1 and not json.loads(tight.stdout)["within_targets"]
+
+
+def test_bench_report_times_the_command_and_finds_the_lemons(capsys):
+    args = ["bench", "report", "--json", "--nodes", "40", "--lemons", "1", "--days", "30", "--repeat", "1"]
+    assert main([*args, "--jobs", "1200"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    assert (r["jobs"], r["nodes"], r["rows"]["runs"]) == (1200, 40, 1200)
+    assert r["lemons_flagged"] == r["lemons_true"] and len(r["lemons_true"]) == 1
+    assert r["command_s"] > 0 and r["command_peak_rss_mb"] > 10
+    assert main([*args, "--jobs", "300", "--target-s", "1e-6"]) == 1  # a missed target is exit 1

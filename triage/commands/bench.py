@@ -17,6 +17,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
     "recovery": ("recovery", "time to detect and recover from a crash, a hang and a GPU fault; goodput"),
     "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
+    "report": (
+        "report",
+        "`triage report` over a synthetic 10,000-job, 1,000-node history: time, memory, lemon nodes found",
+    ),
     "bad-inputs": (
         "bad_inputs",
         "damaged spools, manifests and segments beside good data: contained, reported, rows lost",
