@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TRIAGE_CLI
 from procs import processes_with_job
 
 from triage.store import open_snapshot
@@ -79,3 +80,21 @@ def test_default_scenario_recovers_without_the_lost_gpus_node(tmp_path):
         }
     ]
     assert nodes == [{"node": "node0"}]
+    # the run's accounting: the fleet report over it agrees with the job's own analysis
+    root = next(i for i in analysis["incidents"] if i["root_cause"])
+    assert root["lost"]["buckets"]["detection_and_restart"] > 0 and root["lost"]["gpu_seconds"] > 0
+    fleet = subprocess.run(
+        [*TRIAGE_CLI, "report", "--data-dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    f = json.loads(fleet.stdout)
+    assert (f["runs"], f["attempts"], f["failures"], f["unaccounted_runs"]) == (1, 2, 1, [])
+    g = analysis["goodput"]["attempts"]
+    allocated = sum(a["gpus"] * (a["end"] - a["start"]) for a in g)
+    assert f["ettr"] == pytest.approx(sum(a["gpus"] * a["productive_s"] for a in g) / allocated, rel=1e-3)
+    lost = {x["category"]: x["gpu_h"] for x in f["lost_by"]["category"]}
+    assert lost["gpu_fallen_off_bus"] == pytest.approx(root["lost"]["gpu_seconds"] / 3600, rel=1e-3)
+    assert [x["node"] for x in f["lost_by"]["node"]] == ["node1"]
+    assert f["lost_by"]["gpu"][0]["gpu"] == "node1 GPU 1"
