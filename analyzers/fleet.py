@@ -17,9 +17,9 @@ job's telemetry. The definitions, stated once here and in the README:
   restart, start-up and checkpoint load), averaged over failures that were restarted.
 - **lost GPU-hours** by category, layer, culprit node and culprit GPU: the badput charged to
   each incident (`analyzers.lost_time`); `overhead` is the rest (start-up, saves, data wait).
-- **avoidable restart**: a restart after a failure whose prescribed action was fail-fast (the
-  same bug again), or one whose attempt failed again on the same cause and culprit (a restart
-  loop); its cost is the GPU-time of the attempt that repeated the failure.
+- **avoidable restart**: a restart whose attempt failed again on the same cause, after a
+  verdict that prescribed failing fast (the same bug again) or on the same culprit node (a
+  restart loop); its cost is the GPU-time of the attempt that repeated the failure.
 - **checkpoint advice**: Daly's interval for the run's checkpoint cost and the MTTF of its size
   class, against the interval it used; the cost is the difference in expected waste
   (C/tau + tau/2M of the time) over the run's GPU-hours.
@@ -273,7 +273,7 @@ def _lost_by(lost: pd.DataFrame, total_lost_s: float, top: int) -> dict[str, lis
         ("gpu", "gpu_name"),
     ):
         g = lost.dropna(subset=[column]).groupby(column)["gpu_seconds"].sum().sort_values(ascending=False)
-        rows = [
+        rows: list[dict[str, object]] = [
             {
                 name: str(k),
                 "gpu_h": float(v) / _HOUR,
@@ -286,17 +286,18 @@ def _lost_by(lost: pd.DataFrame, total_lost_s: float, top: int) -> dict[str, lis
 
 
 def _avoidable(att: pd.DataFrame, top: int) -> list[dict[str, object]]:
-    """Restarts that only repeated the failure before them (`att` sorted by run, attempt)."""
+    """Restarts that failed again on the same cause: after a fail-fast verdict (the same bug
+    again), or on the same culprit node (a restart loop). `att` is sorted by run, attempt."""
     prev = att.groupby(["job_id", "run_id"], dropna=False, sort=False).shift(1)
-    restarted = prev["cause_category"].notna()
-    fail_fast = restarted & (prev["prescribed_action"] == Action.FAIL_FAST.value)
+    again = prev["cause_category"].notna() & (prev["cause_category"] == att["cause_category"])
+    fail_fast = again & (prev["prescribed_action"] == Action.FAIL_FAST.value)
     same_node = prev["culprit_node"].fillna("") == att["culprit_node"].fillna("")
-    loop = restarted & ~fail_fast & (prev["cause_category"] == att["cause_category"]) & same_node
-    out = []
+    loop = again & ~fail_fast & same_node
+    out: list[dict[str, object]] = []
     for i in att.index[fail_fast | loop]:
         cat, node = prev.at[i, "cause_category"], prev.at[i, "culprit_node"]
         if fail_fast[i]:
-            reason = f"{cat} calls for failing fast; the restart repeated it"
+            reason = f"{cat} calls for failing fast; the restart failed the same way"
         else:
             reason = f"restart loop: {cat}{f' on {node}' if isinstance(node, str) else ''} again"
         out.append(
