@@ -42,6 +42,14 @@ class ReportBenchConfig:
         },
     )
     target_s: float = field(default=10.0, metadata={"help": "seconds `triage report` may take"})
+    keep: str = field(
+        default="",
+        metadata={
+            "help": "write the history into this new data dir and keep it, to look at with "
+            "`triage report` or the dashboard (default: a temporary dir, removed)",
+            "metavar": "DIR",
+        },
+    )
 
     def __post_init__(self) -> None:
         if min(self.jobs, self.repeat) < 1 or self.nodes < 2:
@@ -53,6 +61,8 @@ class ReportBenchConfig:
                 raise ConfigError(f"--sizes {self.sizes!r}: expected job counts like 1000,10000") from None
             if min(counts) < 1:
                 raise ConfigError("--sizes: every job count must be >= 1")
+        if self.keep and (len(self.job_counts) > 1 or Path(self.keep).exists()):
+            raise ConfigError("--keep takes one new directory (not with several --sizes)")
 
     @property
     def job_counts(self) -> list[int]:
@@ -95,7 +105,7 @@ def measure(cfg: ReportBenchConfig, jobs: int) -> dict[str, Any]:
     nodes = max(2, round(cfg.nodes * jobs / cfg.jobs))
     spec = FleetSpec(jobs=jobs, nodes=nodes, lemons=min(cfg.lemons, nodes - 1), seed=cfg.seed, days=cfg.days)
     with tempfile.TemporaryDirectory(prefix="triage-bench-report-") as tmp:
-        data_dir = Path(tmp)
+        data_dir = Path(cfg.keep or tmp)
         start = time.perf_counter()
         truth = generate_fleet(data_dir, spec)
         gen_s = time.perf_counter() - start
