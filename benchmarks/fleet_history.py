@@ -118,6 +118,7 @@ class _Simulator:
         previous: dict[str, object] | None = None
         start = t
         loops_left = 1 if rng.random() < s.loop_share else 0
+        bug: Category | None = None  # a fail-fast bug restarted anyway: it comes back soon
         for attempt in range(MAX_ATTEMPTS):
             pool = [i for i in range(s.nodes) if i not in excluded] or list(range(s.nodes))
             placed = rng.choice(pool, size=n_nodes, replace=False)
@@ -126,7 +127,9 @@ class _Simulator:
             hw = float(self.rate[placed].sum())
             sw = s.software_failures_per_hour / 3600.0
             need = init + load + work * (1 + cost / interval)
-            fail_after = float(rng.exponential(1.0 / (hw + sw)))
+            fail_after = (
+                float(rng.uniform(init, init + 1800)) if bug else float(rng.exponential(1.0 / (hw + sw)))
+            )
             failed = fail_after < need and attempt + 1 < MAX_ATTEMPTS
             ran = fail_after if failed else need
             computing = max(0.0, ran - init - load)
@@ -143,7 +146,9 @@ class _Simulator:
             if failed:
                 detect = float(rng.uniform(30, 600))
                 badput["detection_and_restart"] = detect
-                if rng.random() < hw / (hw + sw):
+                if bug is not None:
+                    cat, culprit = bug, int(rng.choice(placed))
+                elif rng.random() < hw / (hw + sw):
                     cat = HARDWARE[int(rng.integers(len(HARDWARE)))]
                     weights = self.rate[placed] / hw
                     culprit = int(rng.choice(placed, p=weights))
@@ -214,6 +219,7 @@ class _Simulator:
                 if not loops_left:
                     break
                 loops_left -= 1
+                bug = cat
         self.rows.tables["runs"].append(
             {
                 **key,
