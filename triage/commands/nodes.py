@@ -114,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     if standing:
         print("Quarantined (`triage run` leaves these nodes out):")
         for e in standing:
-            job = "" if e.job_id is None else f", job {e.job_id} attempt {e.attempt}"
+            job = "" if e.job_id is None else f", job {e.job_id}"
+            job += "" if e.attempt is None else f" attempt {e.attempt}"
             print(f"  {e.where:<14} since {display.when(e.time)} ({e.category or e.source}{job})")
             print(f"      {e.reason}")
         print("`triage nodes clear NODE` returns a repaired node to service.")
