@@ -4,7 +4,9 @@ The agent's loop feeds `ExporterState` with collector records and job progress; 
 collector turns that state into the families of `metric_catalog` when Prometheus scrapes. One
 process owns it (prometheus_client's multiprocess mode has no custom collectors, docs/field-facts.md).
 Counters the alert rules watch with `increase()` are created at 0 as soon as their GPU, job or
-collector is known, since a series born at 1 never shows an increase.
+collector is known, since a series born at 1 never shows an increase. The node's GPU-second
+counters are born at the supervisor partition's totals when the agent first reads it, and grow
+as runs end.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from prometheus_client.registry import Collector
 
 from triage.agent.job_progress import STEP_TIME_BUCKETS, ProgressBatch
 from triage.agent.job_state import JobState, apply_batch
-from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, CLOCK_EVENT_REASONS
+from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, CLOCK_EVENT_REASONS, LOST_TIME_CATEGORIES
 from triage.collectors.records import GpuEvent, GpuSample
-from triage.store.job_results import JobScore
+from triage.store.job_results import JobScore, NodeAccounting
 from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.taxonomy import Category
 
@@ -53,6 +55,10 @@ class ExporterState:
         self.collector_ok: dict[str, float] = {}
         self.collector_errors: dict[str, int] = defaultdict(int)
         self.agent_up = True
+        #: the node's GPU-seconds in the runs' accounting; None until the first read of it
+        self.accounting: NodeAccounting | None = None
+        #: whether the lemon-node test quarantined the node; None until the ledger is read
+        self.lemon: bool | None = None
 
     # -- updates -------------------------------------------------------------------------------
     def observe_gpu_sample(self, s: GpuSample) -> None:
@@ -135,6 +141,23 @@ class ExporterState:
                 ):
                     job.straggler_scores[s.rank] = s.value
 
+    def add_accounting(self, delta: NodeAccounting) -> None:
+        """Add the node's GPU-seconds of newly recorded runs (the first call: every run the
+        store holds). A category outside the catalog's closed set is counted as "unknown"."""
+        folded = NodeAccounting(delta.allocated, delta.productive)
+        for mine, theirs in ((folded.lost, delta.lost), (folded.caused, delta.caused)):
+            for category, seconds in theirs.items():
+                label = category if category in LOST_TIME_CATEGORIES else Category.UNKNOWN.value
+                mine[label] = mine.get(label, 0.0) + seconds
+        with self.lock:
+            if self.accounting is None:
+                self.accounting = NodeAccounting()
+            self.accounting.add(folded)
+
+    def set_lemon(self, lemon: bool) -> None:
+        with self.lock:
+            self.lemon = lemon
+
     # -- queries for the agent -----------------------------------------------------------------
     def known_jobs(self) -> list[str]:
         with self.lock:
@@ -155,6 +178,7 @@ class ExporterState:
         with self.lock:
             yield from self._gpu_families()
             yield from self._job_families(now)
+            yield from self._node_families()
             yield from self._agent_families()
 
     def _gpu_families(self) -> Iterator[Metric]:
@@ -252,6 +276,22 @@ class ExporterState:
         # triage_job_checkpoint_interval_seconds stays empty: no rank reports its configured
         # interval yet, and the alert then allows its documented 1 h default.
         yield from (step, progress, straggler, hist, tokens, goodput, restarts, ckpt, incidents)
+
+    def _node_families(self) -> Iterator[Metric]:
+        allocated = _family("triage_allocated_gpu_seconds_total")
+        productive = _family("triage_productive_gpu_seconds_total")
+        lost = _family("triage_lost_gpu_seconds_total", ("category",))
+        caused = _family("triage_caused_lost_gpu_seconds_total", ("category",))
+        lemon = _family("triage_node_lemon")
+        if self.accounting is not None:
+            allocated.add_metric([self.node], self.accounting.allocated)
+            productive.add_metric([self.node], self.accounting.productive)
+            for category in LOST_TIME_CATEGORIES:
+                lost.add_metric([self.node, category], self.accounting.lost.get(category, 0.0))
+                caused.add_metric([self.node, category], self.accounting.caused.get(category, 0.0))
+        if self.lemon is not None:
+            lemon.add_metric([self.node], 1.0 if self.lemon else 0.0)
+        yield from (allocated, productive, lost, caused, lemon)
 
     def _agent_families(self) -> Iterator[Metric]:
         up = _family("triage_agent_up")

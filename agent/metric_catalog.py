@@ -8,7 +8,10 @@ from it, `alerts/triage-rules.yml` may only reference what it lists (checked by
 Exporter obligations the alert rules depend on:
 - `increase()` cannot see a counter's first increment when the series is born at 1
   (docs/field-facts.md), so every counter in `PRECREATED` gets one series per listed label value,
-  at 0, as soon as its GPU, job or collector is known.
+  at 0, as soon as its GPU, job or collector is known. The node's GPU-second counters are born
+  at the supervisor partition's totals for the node when the agent first reads it (0 in a new
+  store), so their later growth is what `increase()` sees, and a restarted agent continues
+  where it left off (runs that ended while it was down included).
 - A source the agent cannot read is reported as unavailable (`triage_gpu_up 0`,
   `triage_collector_errors_total` rising), never as zeros: a blind watcher must not look healthy.
 - The training job's id travels in the `job` label, which Prometheus also uses for the scrape
@@ -53,6 +56,8 @@ class MetricFamily:
         """The closed set of values `label` takes on this family; None for identity labels."""
         if label == "kind":
             return _KIND_VALUES[self.name]
+        if label == "category" and self.name in LOST_TIME_FAMILIES:
+            return LOST_TIME_CATEGORIES
         return LABEL_VALUES.get(label)
 
     def sample_labels(self, sample_name: str) -> tuple[str, ...]:
@@ -100,6 +105,13 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "category": tuple(c.value for c in Category),
     "layer": tuple(layer.value for layer in Layer),
 }
+
+#: `category` of lost time no incident caused (start-up, checkpoint saves, data waits): the
+#: `lost_time` table's (analyzers.lost_time.OVERHEAD). The lost-time families take it besides
+#: the taxonomy's categories.
+OVERHEAD = "overhead"
+LOST_TIME_CATEGORIES = LABEL_VALUES["category"] + (OVERHEAD,)
+LOST_TIME_FAMILIES = ("triage_lost_gpu_seconds_total", "triage_caused_lost_gpu_seconds_total")
 
 _G, _C, _H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 
@@ -230,6 +242,49 @@ CATALOG: tuple[MetricFamily, ...] = (
         "Failure verdicts by taxonomy category, as the job's supervisor recorded them; "
         "every category is created at 0 when the job is first seen.",
     ),
+    # The node's share of the fleet's accounting, from the supervisors' `attempt_usage` and
+    # `lost_time` rows of this node (recorded when a run ends), and its health ledger row: summed
+    # over the fleet's agents every GPU-second counts once. No job label: these add up runs.
+    MetricFamily(
+        "triage_allocated_gpu_seconds_total",
+        _C,
+        AGENT_LABELS,
+        "GPU-seconds the node's GPUs were held by supervised runs (ranks on the node x each "
+        "attempt's wall time), added when a run ends.",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_productive_gpu_seconds_total",
+        _C,
+        AGENT_LABELS,
+        "GPU-seconds of those spent in productive training steps, added when a run ends; over "
+        "triage_allocated_gpu_seconds_total it is the fleet's effective training time ratio.",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_lost_gpu_seconds_total",
+        _C,
+        AGENT_LABELS + ("category",),
+        "GPU-seconds the node's GPUs lost, by the taxonomy category of the incident charged "
+        '("overhead" where none: start-up, checkpoint saves, data waits), added when a run '
+        "ends; every category exists from the agent's first read.",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_caused_lost_gpu_seconds_total",
+        _C,
+        AGENT_LABELS + ("category",),
+        "GPU-seconds lost anywhere in the fleet to incidents whose culprit is this node, by "
+        "category, added when a run ends; every category exists from the agent's first read.",
+        "seconds",
+    ),
+    MetricFamily(
+        "triage_node_lemon",
+        _G,
+        AGENT_LABELS,
+        "1 while the node health ledger holds the node quarantined by the lemon-node test "
+        "(it fails jobs significantly more often than the fleet), else 0.",
+    ),
     # The agent itself.
     MetricFamily(
         "triage_agent_up",
@@ -269,6 +324,10 @@ PRECREATED: dict[str, dict[str, tuple[str, ...]]] = {
     "triage_gpu_pcie_replay_total": {},
     "triage_job_restarts_total": {},
     "triage_incidents_total": {"category": LABEL_VALUES["category"]},
+    "triage_allocated_gpu_seconds_total": {},
+    "triage_productive_gpu_seconds_total": {},
+    "triage_lost_gpu_seconds_total": {"category": LOST_TIME_CATEGORIES},
+    "triage_caused_lost_gpu_seconds_total": {"category": LOST_TIME_CATEGORIES},
     "triage_collector_errors_total": {},
 }
 

@@ -2,7 +2,8 @@
 
 One loop, on one thread, does everything on its own cadence: collectors every `interval`
 (each on its own schedule, with backoff when one raises), spool ingest, record writes and a
-look at the supervisor's conclusions (incidents, job scores) every `store_interval` (batched,
+look at the supervisor's conclusions (incidents, job scores, the node's share of the runs'
+accounting, its health ledger row) every `store_interval` (batched,
 so the store sees a few segments per batch instead of one per sample), retention and
 compaction every `maintenance_interval`. The scrape thread only reads `ExporterState`.
 `NodeAgent` holds the partition's writer lock from construction to `close()`, so a second
@@ -38,6 +39,7 @@ from triage.collectors.xid_dedup import XidDeduplicator
 from triage.config import data_dir_from_env, node_name
 from triage.store import StoreWriter, apply_retention, compact, ingest_partition
 from triage.store.job_results import JobResultsReader
+from triage.store.node_health import QUARANTINED, SOURCE_LEMON
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,7 @@ class NodeAgent:
         self._pending: deque[Record] = deque()
         self._dropped_records = 0
         self._ingest_error: str | None = None  # the last one logged, so it is logged once
+        self._results_errors: dict[str, str] = {}  # likewise, per part of `read_results`
         self._seen_segments: set[str] = set()
         self._busy_gpus: set[int | None] | None = None
         self.gpu_backend = resolve_gpu_backend(config.gpu)
@@ -243,21 +246,46 @@ class NodeAgent:
             self.state.apply_progress(aggregate_progress_segments(files), now)
 
     def read_results(self) -> None:
-        """The supervisor's incident counts and newest job scores for the jobs known here."""
+        """What the supervisors recorded: incident counts and newest job scores for the jobs
+        known here; the node's GPU-seconds in the runs recorded since the last read; whether
+        the lemon-node test quarantined the node. Each part fails alone, is logged once per
+        distinct error and retried every batch; what it could not read keeps its value."""
+        parts: list[tuple[str, Callable[[], None]]] = [
+            ("the partition's manifest", self.results.refresh),
+            ("incidents and job scores", self._read_job_results),
+            ("the node's GPU-second counters and lemon flag", self._read_node_results),
+        ]
+        for i, (what, read) in enumerate(parts):
+            try:
+                read()
+                self._results_errors.pop(what, None)
+            except Exception as exc:
+                if self._results_errors.get(what) != str(exc):
+                    log.exception(
+                        "reading %s from the supervisor's results in %s failed; not updated "
+                        "this batch (retried every batch)",
+                        what,
+                        self.results.dir,
+                    )
+                    self._results_errors[what] = str(exc)
+                if i == 0:
+                    return  # nothing else can be read without the manifest
+
+    def _read_job_results(self) -> None:
         jobs = self.state.known_jobs()
-        if not jobs:
-            return
-        try:
-            self.results.refresh()
+        if jobs:
             for job_id, counts in self.results.incident_counts(jobs).items():
                 self.state.set_incidents(job_id, counts)
             self.state.apply_scores(self.results.new_scores(jobs))
-        except Exception:
-            log.exception(
-                "reading the supervisor's results in %s failed; incidents and job "
-                "scores are not updated this batch",
-                self.results.dir,
-            )
+
+    def _read_node_results(self) -> None:
+        accounting = self.results.new_accounting(self.node)
+        if accounting is not None:
+            self.state.add_accounting(accounting)
+        standing = self.results.node_standing(self.node)
+        self.state.set_lemon(
+            standing is not None and standing.state == QUARANTINED and standing.source == SOURCE_LEMON
+        )
 
     def maintain(self, now: float) -> None:
         try:

@@ -28,6 +28,7 @@ from triage.fault_schedule import GpuFault, append_fault
 from triage.ports import free_port
 from triage.store import StoreWriter, open_snapshot
 from triage.store.layout import SUPERVISOR_PARTITION
+from triage.store.node_health import SOURCE_LEMON
 
 T0 = time.time() - 3600  # simulated time: an hour ago, so every fault is "due" when written
 
@@ -35,7 +36,7 @@ T0 = time.time() - 3600  # simulated time: an hour ago, so every fault is "due" 
 def make_agent(tmp_path: Path, **kw) -> NodeAgent:
     config = AgentConfig(
         data_dir=str(tmp_path),
-        node="n0",
+        node=kw.pop("node", "n0"),
         gpu=kw.pop("gpu", "sim"),
         gpus=GpuConfig(gpu="none", sim_gpus=2),
         kernel=kw.pop("kernel", KernelLogConfig("auto")),
@@ -248,6 +249,123 @@ def test_supervisor_scores_and_incidents_are_exported_for_this_nodes_ranks(tmp_p
     assert value(second, "triage_incidents_total", job="job1", category="gpu_fallen_off_bus") == 2
     assert value(third, "triage_straggler_score", job="job1", rank=1, node="n0") == 1.6
     assert value(third, "triage_incidents_total", job="job1", category="gpu_fallen_off_bus") == 3
+
+
+def record_run_accounting(data_dir: Path, job: str, run: str, t: float, usage: list, lost: list) -> None:
+    """What `triage run` records when a run ends: `usage` (node, GPUs, span s, productive s)
+    and `lost` (node, category, GPU-seconds, culprit node) rows, all stamped `t`."""
+    key = {"job_id": job, "run_id": run, "attempt": 0, "time": t}
+    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as w:
+        w.append_rows(
+            "attempt_usage",
+            [
+                {**key, "node": n, "gpus": g, "start_time": t - span, "end_time": t, "productive_s": p}
+                for n, g, span, p in usage
+            ],
+        )
+        if lost:
+            w.append_rows(
+                "lost_time",
+                [
+                    {
+                        **key,
+                        "node": n,
+                        "bucket": "lost_progress",
+                        "category": c,
+                        "gpu_seconds": s,
+                        "culprit_node": k,
+                    }
+                    for n, c, s, k in lost
+                ],
+            )
+
+
+def record_health(data_dir: Path, t: float, node: str, state: str, source: str) -> None:
+    with StoreWriter(data_dir, SUPERVISOR_PARTITION) as w:
+        w.append_rows(
+            "node_health", [{"time": t, "node": node, "state": state, "source": source, "reason": "test"}]
+        )
+
+
+def test_each_agent_exports_its_own_nodes_gpu_seconds_what_it_caused_and_its_lemon_flag(tmp_path):
+    now = time.time()
+    # A run that ended before the agents started: their counters start from it.
+    record_run_accounting(tmp_path, "old", "r0", now - 7200, [("n0", 1, 100.0, 100.0)], [])
+    agents = {
+        n: make_agent(tmp_path, node=n, gpu="none", kernel=KernelLogConfig("none")) for n in ("n0", "n1")
+    }
+
+    def scrape_all(t: float) -> dict[str, dict]:
+        for a in agents.values():
+            a.store_batch(t)
+        return {n: metrics(a) for n, a in agents.items()}
+
+    try:
+        start = {n: metrics(a) for n, a in agents.items()}
+        # Run 1: 4 GPUs on n0 and 2 on n1 for 900 s; n1's GPU fell off the bus and cost n0 400
+        # GPU-s and n1 200; n0 also lost 100 to overhead (start-up).
+        record_run_accounting(
+            tmp_path,
+            "job1",
+            "r1",
+            now,
+            [("n0", 4, 900.0, 720.0), ("n1", 2, 900.0, 600.0)],
+            [
+                ("n0", "gpu_fallen_off_bus", 400.0, "n1"),
+                ("n0", "overhead", 100.0, None),
+                ("n1", "gpu_fallen_off_bus", 200.0, "n1"),
+            ],
+        )
+        first = scrape_all(now + 15)
+        # A backfill writes run 1's accounting again, later: counted already, adds nothing.
+        record_run_accounting(tmp_path, "job1", "r1", now + 20, [("n0", 4, 900.0, 720.0)], [])
+        # Run 2, on n0 alone: 2 GPUs for 500 s; a collective timeout blamed on n0 cost it 50.
+        record_run_accounting(
+            tmp_path,
+            "job2",
+            "r2",
+            now + 25,
+            [("n0", 2, 500.0, 450.0)],
+            [("n0", "collective_timeout", 50.0, "n0")],
+        )
+        # The lemon-node test quarantines n1; n0 is quarantined for a verdict (not a lemon).
+        record_health(tmp_path, now + 26, "n1", "quarantined", SOURCE_LEMON)
+        record_health(tmp_path, now + 26, "n0", "quarantined", "verdict")
+        second = scrape_all(now + 30)
+        record_health(tmp_path, now + 40, "n1", "cleared", "manual")
+        third = scrape_all(now + 45)
+    finally:
+        for a in agents.values():
+            a.close()
+
+    # Born at the store's total for the node (the old run: 1 GPU x 100 s), at 0 for n1.
+    assert value(start["n0"], "triage_allocated_gpu_seconds_total", node="n0") == 100.0
+    assert value(start["n1"], "triage_allocated_gpu_seconds_total", node="n1") == 0.0
+    assert value(start["n0"], "triage_node_lemon", node="n0") == 0.0
+    # Each agent its own node only: n0 = 100 + 4 x 900, n1 = 2 x 900.
+    assert value(first["n0"], "triage_allocated_gpu_seconds_total", node="n0") == 3700.0
+    assert value(first["n0"], "triage_productive_gpu_seconds_total", node="n0") == 100.0 + 720.0 * 4
+    assert value(first["n1"], "triage_allocated_gpu_seconds_total", node="n1") == 1800.0
+    assert value(first["n1"], "triage_productive_gpu_seconds_total", node="n1") == 1200.0
+    assert value(first["n0"], "triage_allocated_gpu_seconds_total", node="n1") is None
+    assert value(first["n0"], "triage_lost_gpu_seconds_total", category="gpu_fallen_off_bus") == 400.0
+    assert value(first["n0"], "triage_lost_gpu_seconds_total", category="overhead") == 100.0
+    assert value(first["n1"], "triage_lost_gpu_seconds_total", category="gpu_fallen_off_bus") == 200.0
+    # The culprit's agent counts what it cost the fleet, on every node; n0 caused nothing.
+    assert value(first["n1"], "triage_caused_lost_gpu_seconds_total", category="gpu_fallen_off_bus") == 600.0
+    assert value(first["n0"], "triage_caused_lost_gpu_seconds_total", category="gpu_fallen_off_bus") == 0.0
+    # Run 2 adds up; the backfill of run 1 does not.
+    assert value(second["n0"], "triage_allocated_gpu_seconds_total", node="n0") == 3700.0 + 1000.0
+    assert value(second["n0"], "triage_productive_gpu_seconds_total", node="n0") == 2980.0 + 900.0
+    assert value(second["n0"], "triage_lost_gpu_seconds_total", category="collective_timeout") == 50.0
+    assert value(second["n0"], "triage_caused_lost_gpu_seconds_total", category="collective_timeout") == 50.0
+    assert value(second["n1"], "triage_allocated_gpu_seconds_total", node="n1") == 1800.0
+    assert value(second["n1"], "triage_caused_lost_gpu_seconds_total", category="collective_timeout") == 0.0
+    # Lemon: n1's quarantine by the lemon test, not n0's by a verdict; gone once cleared.
+    assert value(second["n1"], "triage_node_lemon", node="n1") == 1.0
+    assert value(second["n0"], "triage_node_lemon", node="n0") == 0.0
+    assert value(third["n1"], "triage_node_lemon", node="n1") == 0.0
+    assert value(third["n1"], "triage_allocated_gpu_seconds_total", node="n1") == 1800.0
 
 
 # -- the command, as a process ---------------------------------------------------------------

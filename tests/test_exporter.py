@@ -9,9 +9,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from triage.agent.exporter import ExporterState, StateCollector
 from triage.agent.job_progress import ProgressBatch, RankUpdate, RecentStep
-from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, family_of_sample
+from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, LOST_TIME_CATEGORIES, family_of_sample
 from triage.agent.metrics_server import MetricsServer
+from triage.analyzers.lost_time import OVERHEAD
 from triage.collectors.records import GpuEvent, GpuSample
+from triage.store.job_results import NodeAccounting
 from triage.taxonomy import Category
 
 NOW = 10_000.0
@@ -183,6 +185,8 @@ def test_metrics_over_http_parse_and_follow_the_catalog():
     state.apply_progress(
         ProgressBatch(ranks=[rank("j", 0, 0, last_heartbeat=NOW, max_step=1, last_step_end=NOW)]), NOW
     )
+    state.add_accounting(NodeAccounting(10.0, 5.0, {"overhead": 5.0}, {"collective_timeout": 1.0}))
+    state.set_lemon(False)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StateCollector(state))
     server = MetricsServer(registry, "127.0.0.1", 0)
@@ -204,5 +208,59 @@ def test_metrics_over_http_parse_and_follow_the_catalog():
         "triage_job_step_time_seconds",
         "triage_collector_errors_total",
         "triage_agent_up",
+        "triage_allocated_gpu_seconds_total",
+        "triage_lost_gpu_seconds_total",
+        "triage_caused_lost_gpu_seconds_total",
+        "triage_node_lemon",
     } <= seen
     assert all(name in BY_NAME for name in seen)
+
+
+def test_node_gpu_second_counters_appear_at_the_first_read_and_add_up():
+    state = ExporterState("n0", clock=lambda: NOW)
+    m = scrape(state)
+    # Not read yet: no series (a zero now and the store's history at the first read would
+    # look like an increase of all that history).
+    for name in (
+        "triage_allocated_gpu_seconds_total",
+        "triage_productive_gpu_seconds_total",
+        "triage_lost_gpu_seconds_total",
+        "triage_caused_lost_gpu_seconds_total",
+        "triage_node_lemon",
+    ):
+        assert values(m, name) == [], name
+    state.add_accounting(NodeAccounting())  # a store with no accounting yet
+    m = scrape(state)
+    assert values(m, "triage_allocated_gpu_seconds_total", node="n0") == [0.0]
+    # Every category, and overhead (the lost_time table's name for it), exists at 0 so that
+    # increase() sees the first loss.
+    assert set(LOST_TIME_CATEGORIES) == {c.value for c in Category} | {OVERHEAD}
+    assert sorted(labels["category"] for labels, _ in m["triage_lost_gpu_seconds_total"]) == sorted(
+        LOST_TIME_CATEGORIES
+    )
+    assert values(m, "triage_caused_lost_gpu_seconds_total", node="n0", category="collective_timeout") == [
+        0.0
+    ]
+    state.add_accounting(
+        NodeAccounting(
+            3600.0, 2880.0, {"gpu_fallen_off_bus": 400.0, "overhead": 200.0}, {"collective_timeout": 50.0}
+        )
+    )
+    state.add_accounting(
+        NodeAccounting(1000.0, 900.0, {"overhead": 100.0, "made_up": 7.0}, {"collective_timeout": 25.0})
+    )
+    state.set_lemon(True)
+    m = scrape(state)
+    assert values(m, "triage_allocated_gpu_seconds_total", node="n0") == [4600.0]
+    assert values(m, "triage_productive_gpu_seconds_total", node="n0") == [3780.0]
+    assert values(m, "triage_lost_gpu_seconds_total", node="n0", category="gpu_fallen_off_bus") == [400.0]
+    assert values(m, "triage_lost_gpu_seconds_total", node="n0", category="overhead") == [300.0]
+    # A category outside the closed label set is counted as unknown, never a new label value.
+    assert values(m, "triage_lost_gpu_seconds_total", node="n0", category="unknown") == [7.0]
+    assert values(m, "triage_lost_gpu_seconds_total", category="made_up") == []
+    assert values(m, "triage_caused_lost_gpu_seconds_total", node="n0", category="collective_timeout") == [
+        75.0
+    ]
+    assert values(m, "triage_node_lemon", node="n0") == [1.0]
+    state.set_lemon(False)
+    assert values(scrape(state), "triage_node_lemon", node="n0") == [0.0]
