@@ -102,7 +102,7 @@ def _h(gpu_h: object) -> str:
     if gpu_h is None:
         return "-"
     v = float(gpu_h)  # type: ignore[arg-type]
-    return f"{v:,.1f}" if abs(v) >= 100 or v == 0 else f"{v:.3g}"
+    return f"{v:,.1f}" if abs(v) >= 10 or v == 0 else f"{v:.3g}"
 
 
 def _pct(x: object) -> str:
