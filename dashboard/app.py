@@ -20,7 +20,7 @@ import streamlit as st
 
 from triage.dashboard import charts, log_view, queries, shaping
 from triage.dashboard.config import DashboardConfig
-from triage.dashboard.queries import FleetView, JobView, StoreUnreadable
+from triage.dashboard.queries import RELIABILITY_WINDOWS, FleetView, JobView, ReliabilityView, StoreUnreadable
 from triage.display import Status, action_text, status_colour, when
 from triage.names import is_valid_name
 
@@ -41,6 +41,11 @@ CFG = DashboardConfig.from_env()
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
 def _fleet(data_dir: str, max_jobs: int) -> FleetView:
     return queries.read_fleet(data_dir, time.time(), max_jobs)
+
+
+@st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
+def _reliability(data_dir: str, window: str) -> ReliabilityView:
+    return queries.read_reliability(data_dir, time.time(), window)
 
 
 @st.cache_data(ttl=CFG.cache_ttl_s, show_spinner=False)
@@ -157,6 +162,7 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
                 "`triage agent` on those nodes or run `triage jobs` once."
             )
         st.info(msg)
+        reliability_section(cfg, quiet=True)
         return
     jobs, inc, nodes = view.jobs, view.incidents, view.nodes
     cols = st.columns(6)
@@ -242,6 +248,130 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
                 "sm_clock_mhz": st.column_config.NumberColumn("SM clock (MHz)", format="%.0f"),
             },
         )
+    reliability_section(cfg)
+
+
+NO_ACCOUNTING = (
+    "No reliability accounting in this store yet: runs started by `triage run` record it when "
+    "they end, and `triage report --backfill` analyses older runs."
+)
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f} h"
+
+
+def reliability_section(cfg: DashboardConfig, quiet: bool = False) -> None:
+    """ETTR, lost GPU-hours by cause and culprit node, lemon nodes and MTTF/MTTR by job size
+    over the window the URL's `window` names (`analyzers.fleet` computes every figure).
+    `quiet`: say nothing where the store has no accounting (the page already says it is empty)."""
+    wanted = st.query_params.get("window", queries.DEFAULT_RELIABILITY_WINDOW)
+    window = wanted if wanted in RELIABILITY_WINDOWS else queries.DEFAULT_RELIABILITY_WINDOW
+    view = _reliability(_data_dir(cfg), window)
+    if view.accounted_runs == 0 and quiet:
+        return
+    with st.container(key="reliability"):
+        st.subheader("Reliability")
+        if view.accounted_runs == 0:
+            st.info(NO_ACCOUNTING)
+            return
+        st.session_state["fleet_window"] = window
+        st.selectbox(
+            "window",
+            list(RELIABILITY_WINDOWS),
+            format_func=lambda w: RELIABILITY_WINDOWS[w][0],
+            key="fleet_window",
+            on_change=lambda: _set_params(window=st.session_state["fleet_window"]),
+        )
+        _reliability_body(view)
+
+
+def _reliability_body(view: ReliabilityView) -> None:
+    r = view.report
+    label = RELIABILITY_WINDOWS[view.window][0]
+    if r.unaccounted_runs:
+        st.caption(
+            f"{len(r.unaccounted_runs)} ended runs that started in the {label} have no accounting "
+            "and are left out: `triage report --backfill` analyses and records them."
+        )
+    if r.attempts == 0:
+        st.info(f"No run with accounting started in the {label}: pick a longer window.")
+        return
+    cols = st.columns(5)
+    cols[0].metric("ETTR", "-" if r.ettr is None else f"{r.ettr:.1%}", help="productive / allocated GPU-time")
+    cols[1].metric("allocated (GPU·h)", f"{r.allocated_gpu_h:,.1f}")
+    cols[2].metric(
+        "lost (GPU·h)",
+        f"{r.lost_gpu_h:,.1f}",
+        delta=f"{r.lost_gpu_h / r.allocated_gpu_h:.1%} of allocated" if r.allocated_gpu_h > 0 else None,
+        delta_color="off",
+        delta_arrow="off",
+    )
+    rate = view.failures_per_1000_node_days
+    cols[3].metric("failures / 1000 node-days", "-" if rate is None else f"{rate:,.0f}")
+    cols[4].metric("MTTF", _hours(view.mttf_h), help="wall hours the runs ran per failure")
+    st.caption(
+        f"Attempts that started in the {label}: {r.runs} runs of {r.jobs} jobs, {r.attempts} "
+        f"attempts, {r.failures} failures, {r.nodes} nodes, {r.node_days:,.1f} node-days."
+    )
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Lost GPU-hours by cause** (`overhead`: start-up, saves, data wait)")
+        by_cause = shaping.lost_by_category_frame(r)
+        if by_cause.empty:
+            st.caption("No lost time recorded.")
+        else:
+            st.altair_chart(charts.lost_gpu_hours_chart(by_cause), width="stretch")
+    with right:
+        st.markdown("**Lost GPU-hours by culprit node** (top 10)")
+        by_node = shaping.lost_by_node_frame(r)
+        if by_node.empty:
+            st.caption("No lost time was charged to a node.")
+        else:
+            st.dataframe(
+                by_node,
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "gpu_h": st.column_config.NumberColumn("GPU·h", format="%.1f"),
+                    "share": st.column_config.NumberColumn("share", format="percent"),
+                },
+            )
+    lemons = shaping.lemon_frame(r)
+    if lemons.empty:
+        st.success(
+            "No lemon nodes: no node was the culprit of more failures than its share of node-hours explains."
+        )
+    else:
+        st.warning(
+            f"Lemon node{'s' if len(lemons) > 1 else ''}: {_md(', '.join(lemons['node']))} — each the "
+            "culprit of far more failures than its share of node-hours predicts.",
+            icon="⚠️",
+        )
+        st.dataframe(
+            lemons,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                **_whole_numbers("failures"),
+                "expected": st.column_config.NumberColumn("expected", format="%.2f"),
+                "rate_ratio": st.column_config.NumberColumn("rate ratio", format="%.1f"),
+                "p_value": st.column_config.NumberColumn("p-value", format="%.1e"),
+                "evidence": st.column_config.TextColumn("evidence", width="large"),
+            },
+        )
+    st.markdown("**By job size** (GPUs)")
+    st.dataframe(
+        shaping.by_size_frame(r),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            **_whole_numbers("runs", "failures"),
+            "ettr": st.column_config.ProgressColumn("ETTR", format="percent", min_value=0.0, max_value=1.0),
+            "mttf_h": st.column_config.NumberColumn("MTTF (h)", format="%.1f"),
+            "mttr_s": st.column_config.NumberColumn("MTTR (s)", format="%.0f"),
+        },
+    )
 
 
 def _job_view(cfg: DashboardConfig, job_id: str | None) -> JobView | None:

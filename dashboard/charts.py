@@ -15,11 +15,19 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from triage.analyzers.lost_time import OVERHEAD
 from triage.display import when
+from triage.taxonomy import Layer
 
 WIDTH = "container"
 MARKER_COLORS = alt.Scale(
     domain=["incident", "restart", "checkpoint"], range=["#d62728", "#ff7f0e", "#2ca02c"]
+)
+#: One colour per taxonomy layer (and grey for overhead, time no incident caused), fixed so a
+#: layer keeps its colour whichever causes a window holds.
+LAYER_COLORS = alt.Scale(
+    domain=[*(layer.value for layer in Layer), OVERHEAD],
+    range=["#1f77b4", "#9467bd", "#ff7f0e", "#d62728", "#8c564b", "#e377c2", "#bcbd22", "#7f7f7f"],
 )
 TIME_TITLE = "time (UTC)"
 #: Labels of a job's time axes (a job's charts span minutes to hours).
@@ -122,6 +130,32 @@ def goodput_chart(frame: pd.DataFrame) -> alt.Chart:
             ],
         )
         .properties(width=WIDTH, height=60 + 30 * len(frame))
+    )
+    return chart
+
+
+def lost_gpu_hours_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Lost GPU-hours per cause category as bars, largest first, coloured by layer."""
+    chart: alt.Chart = (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            y=alt.Y("category:N", sort="-x", title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
+            x=alt.X("gpu_h:Q", title="lost GPU-hours (GPU·h)"),
+            color=alt.Color(
+                "layer:N",
+                scale=LAYER_COLORS,
+                title="layer",
+                legend=alt.Legend(values=[x for x in LAYER_COLORS.domain if x in set(frame["layer"])]),
+            ),
+            tooltip=[
+                "category:N",
+                "layer:N",
+                alt.Tooltip("gpu_h:Q", format=".1f", title="GPU·h"),
+                alt.Tooltip("share:Q", format=".1%"),
+            ],
+        )
+        .properties(width=WIDTH, height=60 + 26 * len(frame))
     )
     return chart
 

@@ -11,11 +11,13 @@ from typing import Any
 
 import pandas as pd
 
+from triage.analyzers.fleet import FleetReport
 from triage.analyzers.goodput import Goodput
+from triage.analyzers.lost_time import OVERHEAD
 from triage.dashboard.queries import HEALTH_REASON_BITS, JobView, clock_event_names
 from triage.display import action_text, culprit_text
 from triage.store.job_data import JobData
-from triage.taxonomy import Action
+from triage.taxonomy import Action, Category
 
 MARKER_COLUMNS = ["time", "kind", "label"]
 
@@ -168,3 +170,59 @@ def _result(view: JobView, attempt: int) -> str:
     status = mine[0].status if mine else view.analysis.status
     why = f" ({reason.iloc[-1]})" if not reason.empty else ""
     return f"no later attempt; attempt {attempt} {status}{why}"
+
+
+# -- fleet reliability --------------------------------------------------------------------------
+
+LOST_BY_CATEGORY_COLUMNS = ["category", "layer", "gpu_h", "share"]
+LOST_BY_NODE_COLUMNS = ["node", "gpu_h", "share"]
+LEMON_COLUMNS = ["node", "failures", "expected", "rate_ratio", "p_value", "evidence"]
+BY_SIZE_COLUMNS = ["size", "runs", "failures", "ettr", "mttf_h", "mttr_s"]
+
+
+def lost_by_category_frame(report: FleetReport) -> pd.DataFrame:
+    """Lost GPU-hours per cause category, largest first, with the taxonomy's layer of each
+    (`overhead`, time no incident caused, is its own layer); the rows add up to
+    `report.lost_gpu_h`."""
+    rows = [
+        {
+            "category": r["category"],
+            "layer": OVERHEAD if r["category"] == OVERHEAD else Category.parse(r["category"]).layer.value,
+            "gpu_h": r["gpu_h"],
+            "share": r["share"],
+        }
+        for r in report.lost_by.get("category", [])
+    ]
+    return pd.DataFrame(rows, columns=LOST_BY_CATEGORY_COLUMNS)
+
+
+def lost_by_node_frame(report: FleetReport) -> pd.DataFrame:
+    """Lost GPU-hours charged to each culprit node, the report's top N, largest first."""
+    rows = [
+        {"node": r["node"], "gpu_h": r["gpu_h"], "share": r["share"]} for r in report.lost_by.get("node", [])
+    ]
+    return pd.DataFrame(rows, columns=LOST_BY_NODE_COLUMNS)
+
+
+def lemon_frame(report: FleetReport) -> pd.DataFrame:
+    """The nodes the lemon test flags, surest first: their failures against what their share
+    of node-hours predicts, and the evidence in words."""
+    rows = [
+        {
+            "node": r.node,
+            "failures": r.failures,
+            "expected": r.expected,
+            "rate_ratio": r.rate_ratio,
+            "p_value": r.p_value,
+            "evidence": r.evidence,
+        }
+        for r in report.lemons
+    ]
+    return pd.DataFrame(rows, columns=LEMON_COLUMNS)
+
+
+def by_size_frame(report: FleetReport) -> pd.DataFrame:
+    """ETTR, MTTF and MTTR per job size class (GPUs), smallest first."""
+    return pd.DataFrame(
+        [{c: r.get(c) for c in BY_SIZE_COLUMNS} for r in report.by_size], columns=BY_SIZE_COLUMNS
+    )

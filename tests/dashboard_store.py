@@ -9,11 +9,13 @@ incident and restarts without node1; attempt 1 runs on node0/node2 from step 6 a
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from jobdata_builder import T0, JobBuilder
 
 from triage.store import StoreWriter
+from triage.store.shared_writer import shared_writer
 
 JOB = "job-xid"
 OK_JOB = "job-ok"
@@ -95,7 +97,9 @@ def ok_job() -> JobBuilder:
 
 
 def write_fault_store(data_dir: Path) -> Path:
-    """Both jobs, plus what the supervisor recorded: the incident and node1's exclusion."""
+    """Both jobs, plus what the supervisor recorded: the incident and node1's exclusion; and
+    the accounting of a week of other runs, with a lemon node (`write_fleet_history`)."""
+    write_fleet_history(data_dir, time.time())
     fault_job().write_store(data_dir)
     ok_job().write_store(data_dir)
     verdict = {"category": "gpu_fallen_off_bus", "summary": "GPU 1 of node1 fell off the bus"}
@@ -142,4 +146,124 @@ def write_fault_store(data_dir: Path) -> Path:
                 ),
             ],
         )
+    return data_dir
+
+
+# -- a week of fleet accounting ------------------------------------------------------------------
+
+#: The node behind most hardware failures of `write_fleet_history`: a lemon in the last 7 days.
+LEMON = "gpu-node-07"
+FLEET_NODES = [f"gpu-node-{i:02d}" for i in range(13)]
+_H = 3600.0
+#: (nodes, hours before now it started, root cause of attempt 0 with its culprit's node or None).
+#: A failed attempt runs 1 h; a restart without the culprit's node (on the spare, node 12) 8 h;
+#: a run that never fails 9 h. Size 8 (2 nodes x 4 GPUs) but two of 16 GPUs.
+_FLEET_RUNS: list[tuple[list[int], float, tuple[str, str, int] | None]] = [
+    ([7, 0], 2, ("gpu_fallen_off_bus", "gpu", 7)),
+    ([1, 2], 20, None),
+    ([7, 3], 30, ("gpu_memory_error", "gpu", 7)),
+    ([4, 5], 40, ("user_code_error", "application", 4)),
+    ([7, 6], 50, ("nvlink_error", "gpu", 7)),
+    ([8, 9], 60, ("node_failure", "host", 9)),
+    ([7, 10], 70, ("gpu_fallen_off_bus", "gpu", 7)),
+    ([11, 0], 80, None),
+    ([7, 1], 90, ("gpu_memory_error", "gpu", 7)),
+    ([2, 3, 4, 5], 100, ("network_error", "communication", 3)),
+    ([6, 8, 10, 11], 110, None),
+    ([1, 2], 120, None),
+    ([3, 4], 130, None),
+    ([9, 10], 200, ("gpu_fallen_off_bus", "gpu", 9)),  # 8.3 days ago: only in 30 days and all time
+]
+_GPUS_PER_NODE = 4
+
+
+def _fleet_run(k: int, now: float) -> tuple[list[dict], list[dict]]:
+    """One run's `attempt_usage` and `lost_time` rows, as `triage run` writes them at its end."""
+    nodes_idx, ago_h, cause = _FLEET_RUNS[k]
+    nodes = [FLEET_NODES[i] for i in nodes_idx]
+    start = now - ago_h * _H
+    job_gpus = _GPUS_PER_NODE * len(nodes)
+    attempts: list[tuple[list[str], float, float, tuple[str, str, int] | None]] = []
+    if cause is None:
+        attempts.append((nodes, start, start + 9 * _H, None))
+    else:
+        attempts.append((nodes, start, start + _H, cause))
+        if cause[1] != "application":  # a user's bug fails fast; the rest restart without the node
+            spare = [FLEET_NODES[12] if n == FLEET_NODES[cause[2]] else n for n in nodes]
+            attempts.append((spare, start + _H, start + 9 * _H, None))
+    end = attempts[-1][2]
+    key = {"job_id": f"hist-{k:02d}", "run_id": f"run-{k:02d}", "time": end + 5.0}
+    usage, lost = [], []
+
+    def charge(attempt: int, node: str, bucket: str, seconds: float, root: int | None) -> None:
+        c = cause if root is not None else None
+        lost.append(
+            {
+                **key,
+                "attempt": attempt,
+                "bucket": bucket,
+                "node": node,
+                "seconds": seconds,
+                "gpu_seconds": seconds * _GPUS_PER_NODE,
+                "cause_attempt": root,
+                "category": c[0] if c else "overhead",
+                "layer": c[1] if c else None,
+                "culprit_rank": None,
+                "culprit_node": FLEET_NODES[c[2]] if c else None,
+                "culprit_gpu": 1 if c else None,
+            }
+        )
+
+    for a, (on, t0, t1, failed) in enumerate(attempts):
+        badput = 120.0 + (900.0 if failed else 300.0) + (60.0 if a else 0.0)
+        for node in on:
+            usage.append(
+                {
+                    **key,
+                    "attempt": a,
+                    "node": node,
+                    "gpus": _GPUS_PER_NODE,
+                    "start_time": t0,
+                    "end_time": t1,
+                    "productive_s": (t1 - t0) - badput,
+                    "status": "failed" if failed else "completed",
+                    "job_gpus": job_gpus,
+                    "checkpoint_cost_s": 30.0,
+                    "checkpoint_interval_s": 1800.0,
+                    "cause_category": failed[0] if failed else None,
+                    "cause_layer": failed[1] if failed else None,
+                    "culprit_node": FLEET_NODES[failed[2]] if failed else None,
+                    "culprit_gpu": 1 if failed else None,
+                    "prescribed_action": (
+                        "fail_fast" if failed and failed[1] == "application" else "restart_excluding_node"
+                    )
+                    if failed
+                    else None,
+                }
+            )
+            if a == 0:
+                charge(a, node, "initialization", 120.0, None)
+            else:  # the restart's start-up and checkpoint load are the failure's
+                charge(a, node, "initialization", 120.0, 0)
+                charge(a, node, "checkpoint_load", 60.0, 0)
+            if failed:
+                charge(a, node, "lost_progress", 600.0, a)
+                charge(a, node, "detection_and_restart", 300.0, a)
+            else:
+                charge(a, node, "checkpoint_save", 300.0, None)
+    return usage, lost
+
+
+def write_fleet_history(data_dir: Path, now: float) -> Path:
+    """14 runs' accounting over the last 8.3 days, as their supervisors recorded it when they
+    ended: 8 runs failed, 5 of them on `LEMON` (gpu/host layers: the lemon test's), one on a
+    user's bug (not the node's fault). Only accounting: these runs have no telemetry."""
+    usage, lost = [], []
+    for k in range(len(_FLEET_RUNS)):
+        u, lt = _fleet_run(k, now)
+        usage += u
+        lost += lt
+    with shared_writer(data_dir) as w:
+        w.append_rows("attempt_usage", usage)
+        w.append_rows("lost_time", lost)
     return data_dir

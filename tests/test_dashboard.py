@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dashboard_store import JOB, OK_JOB, write_fault_store
+from dashboard_store import JOB, LEMON, OK_JOB, write_fault_store
 from streamlit.testing.v1 import AppTest
 
 from triage.cli import main
@@ -125,6 +125,73 @@ def test_restart_excluding_node_names_the_node_left_out(job_view):
     taken = shaping.incident_detail(view, 0).action_taken
     assert taken.startswith(action_text("restart_excluding_node", ["node1"]))
     assert "without node1" in taken
+
+
+# -- fleet reliability ------------------------------------------------------------------------
+
+
+def test_reliability_of_a_generated_fleet_flags_its_lemon_and_adds_up(tmp_path):
+    from triage.benchmarks.fleet_history import FleetSpec, generate_fleet
+
+    now = time.time()
+    truth = generate_fleet(tmp_path, FleetSpec(jobs=1000, nodes=50, lemons=1, seed=1, end=now))
+    view = queries.read_reliability(str(tmp_path), now, "7d")
+    r = view.report
+    assert view.accounted_runs == r.runs == 1000 and r.failures > 0
+    lemons = shaping.lemon_frame(r)
+    assert list(lemons["node"]) == truth.lemons
+    assert list(lemons.columns) == ["node", "failures", "expected", "rate_ratio", "p_value", "evidence"]
+    (lemon,) = lemons.to_dict("records")
+    assert lemon["failures"] > lemon["expected"] and lemon["p_value"] < 0.01
+    assert lemon["evidence"].startswith(f"culprit of {lemon['failures']} failures")
+    by_cause = shaping.lost_by_category_frame(r)
+    assert by_cause["gpu_h"].sum() == pytest.approx(r.lost_gpu_h) and r.lost_gpu_h > 0
+    assert by_cause["gpu_h"].is_monotonic_decreasing and by_cause["share"].sum() == pytest.approx(1.0)
+    assert by_cause.set_index("category").loc["user_code_error", "layer"] == "application"
+    by_node = shaping.lost_by_node_frame(r)
+    assert len(by_node) == queries.RELIABILITY_TOP and by_node["gpu_h"].is_monotonic_decreasing
+    sizes = shaping.by_size_frame(r)
+    assert sizes["runs"].sum() == r.runs and sizes["failures"].sum() == r.failures
+    assert view.failures_per_1000_node_days == pytest.approx(r.failures / r.node_days * 1000)
+    assert sizes["failures"].all()  # so the fleet's MTTF is every size's wall time per failure:
+    assert view.mttf_h == pytest.approx((sizes["mttf_h"] * sizes["failures"]).sum() / r.failures)
+
+
+def test_reliability_counts_the_attempts_that_started_in_the_window(store):
+    """`write_fleet_history`: 13 runs in the last 7 days (5 failures on the lemon), 2 in the
+    last 24 h, a 14th 8.3 days ago; each ran 9 h but the one a user's bug failed fast (1 h)."""
+    week = queries.read_reliability(str(store), time.time(), "7d")
+    r = week.report
+    assert (r.runs, r.failures, week.accounted_runs) == (13, 8, 14)
+    assert r.allocated_gpu_h == pytest.approx(10 * 8 * 9 + 8 * 1 + 2 * 16 * 9)
+    assert week.wall_h == pytest.approx(12 * 9 + 1) and week.mttf_h == pytest.approx(109 / 8)
+    assert list(shaping.lemon_frame(r)["node"]) == [LEMON]
+    assert shaping.lost_by_node_frame(r).iloc[0]["node"] == LEMON
+    assert list(shaping.by_size_frame(r)["size"]) == ["1-8", "9-64"]
+    day = queries.read_reliability(str(store), time.time(), "24h")
+    assert (day.report.runs, day.report.failures) == (2, 1) and shaping.lemon_frame(day.report).empty
+    for window in ("30d", "all"):
+        assert queries.read_reliability(str(store), time.time(), window).report.runs == 14
+    with pytest.raises(KeyError):
+        queries.read_reliability(str(store), time.time(), "1y")
+
+
+def test_lost_gpu_hours_chart_draws_each_cause_in_its_layers_colour(store):
+    frame = shaping.lost_by_category_frame(queries.read_reliability(str(store), time.time(), "7d").report)
+    spec = charts.lost_gpu_hours_chart(frame).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    enc = spec["encoding"]
+    assert (enc["y"]["field"], enc["x"]["field"], enc["color"]["field"]) == ("category", "gpu_h", "layer")
+    assert enc["x"]["title"] == "lost GPU-hours (GPU·h)"
+    scale = enc["color"]["scale"]
+    assert scale["range"][scale["domain"].index("gpu")] == "#d62728"  # the same whatever the window
+    assert enc["color"]["legend"]["values"] == ["application", "communication", "gpu", "host", "overhead"]
+    rows = {r["category"]: r for r in _rows(spec)}
+    assert rows[LEMON_CAUSE]["layer"] == "gpu" and rows["overhead"]["layer"] == "overhead"
+    assert sum(r["gpu_h"] for r in rows.values()) == pytest.approx(frame["gpu_h"].sum())
+
+
+LEMON_CAUSE = "gpu_memory_error"
 
 
 # -- charts: every time axis is UTC with readable labels ----------------------------------------
@@ -253,6 +320,14 @@ def _specs(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
 
 
+def _chart_data(at: AppTest, index: int) -> pd.DataFrame:
+    """The frame Streamlit sent with the page's `index`th chart (apart from its spec)."""
+    import pyarrow as pa
+
+    (dataset,) = at.get("vega_lite_chart")[index].proto.datasets
+    return pa.ipc.open_stream(dataset.data.data).read_all().to_pandas()
+
+
 def _status_styles(at: AppTest, table: int = 0) -> str:
     """The CSS the page gives a dataframe's cells (its status column's colours)."""
     return str(at.dataframe[table].proto.arrow_data.styler.styles)
@@ -265,7 +340,7 @@ def test_fleet_page_shows_jobs_incidents_and_nodes(store, monkeypatch):
     assert set(jobs["job_id"]) == {JOB, OK_JOB}
     text = _text(at)
     assert "gpu_fallen_off_bus" in text and "root cause" in text
-    assert _charts(at) == 2
+    assert _charts(at) == 3  # incidents over time, incident counts, lost GPU-hours by cause
     nodes = at.dataframe[1].value.set_index("node")
     assert "EXCLUDED" in nodes.loc["node1", "excluded"]
     assert set(jobs["status"]) == {"completed"}
@@ -273,8 +348,57 @@ def test_fleet_page_shows_jobs_incidents_and_nodes(store, monkeypatch):
     f = queries.read_fleet(str(store), time.time(), max_jobs=20).jobs.set_index("job_id")
     shown = jobs.set_index("job_id")["last_progress"]
     assert shown[JOB] == when(f.loc[JOB, "last_progress"]) and shown[JOB].endswith(" UTC")
-    (over_time, _counts) = _specs(at)
+    (over_time, _counts, _lost) = _specs(at)
     _assert_utc_time_axes(over_time, "%m-%d %H:%M")
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {str(m.label): str(m.value) for m in at.metric}
+
+
+def test_fleet_page_shows_reliability_over_the_window_in_the_url(store, monkeypatch):
+    at = _app(store, monkeypatch)
+    assert not at.exception
+    assert "Reliability" in [h.value for h in at.subheader]
+    assert at.selectbox(key="fleet_window").value == "7d"  # the default
+    m = _metrics(at)
+    assert m["allocated (GPU·h)"] == "1,016.0" and m["MTTF"] == "13.6 h"
+    week = queries.read_reliability(str(store), time.time(), "7d")
+    assert m["ETTR"] == f"{week.report.ettr:.1%}" and m["lost (GPU·h)"] == f"{week.report.lost_gpu_h:,.1f}"
+    assert m["failures / 1000 node-days"] == f"{week.failures_per_1000_node_days:,.0f}"
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith(f"Lemon node: {LEMON}")
+    lost_by_node, lemons, sizes = (d.value for d in at.dataframe[3:6])
+    assert lost_by_node.iloc[0]["node"] == LEMON and len(lost_by_node) <= 10
+    assert list(lemons["node"]) == [LEMON] and lemons.iloc[0]["failures"] == 5
+    assert "5 failures" in lemons.iloc[0]["evidence"]
+    assert list(sizes.columns) == ["size", "runs", "failures", "ettr", "mttf_h", "mttr_s"]
+    assert _specs(at)[2]["encoding"]["x"]["field"] == "gpu_h"
+    drawn = _chart_data(at, 2)
+    assert drawn.iloc[0]["category"] == "overhead" and LEMON_CAUSE in set(drawn["category"])
+    assert drawn["gpu_h"].sum() == pytest.approx(week.report.lost_gpu_h)
+
+    at.selectbox(key="fleet_window").set_value("24h").run()  # the URL follows the choice
+    assert not at.exception and at.query_params["window"] == "24h"
+    assert not at.warning and any(s.value.startswith("No lemon nodes") for s in at.success)
+    assert "2 runs of 2 jobs" in _text(at)
+
+    at = _app(store, monkeypatch, window="30d")  # ... and the choice follows the URL
+    assert at.selectbox(key="fleet_window").value == "30d" and "14 runs of 14 jobs" in _text(at)
+    at = _app(store, monkeypatch, window="](http://x)")
+    assert not at.exception and at.selectbox(key="fleet_window").value == "7d"
+
+
+def test_fleet_page_without_accounting_says_how_to_get_it(tmp_path, monkeypatch):
+    from dashboard_store import fault_job
+
+    fault_job().write_store(tmp_path)
+    at = _app(tmp_path, monkeypatch)
+    assert not at.exception
+    (info,) = [i.value for i in at.info]
+    assert "No reliability accounting" in info and "`triage run`" in info
+    assert "`triage report --backfill`" in info
+    assert "ETTR" not in _metrics(at) and _charts(at) == 2
 
 
 def test_fleet_to_incident_in_one_click(store, monkeypatch):

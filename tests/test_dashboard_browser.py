@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 from conftest import require_tool
-from dashboard_store import JOB, write_fault_store
+from dashboard_store import JOB, LEMON, write_fault_store
 
 from triage.ports import free_port
 
@@ -63,6 +63,21 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> 
     raise AssertionError(f"triage dashboard did not answer on {url} within {timeout_s:.0f} s")
 
 
+def _check_reliability(browser) -> None:
+    """The Fleet page's reliability section names the lemon node and draws its lost GPU-hours
+    chart: one Vega chart whose bars (`g.mark-rect`) have been drawn."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    section = browser.find_element(By.CSS_SELECTOR, ".st-key-reliability")
+    assert section.text.startswith("Reliability") and f"Lemon node: {LEMON}" in section.text
+    assert len(section.find_elements(By.CSS_SELECTOR, "[data-testid='stVegaLiteChart']")) == 1
+    (bars,) = WebDriverWait(browser, 30, poll_frequency=0.25).until(
+        lambda b: section.find_elements(By.CSS_SELECTOR, "[data-testid='stVegaLiteChart'] g.mark-rect")
+    )
+    assert bars.size["height"] > 50 and bars.size["width"] > 50
+
+
 @pytest.mark.slow
 def test_every_page_renders_in_chromium(tmp_path):
     chromium, driver_path = _browser_paths()
@@ -91,7 +106,7 @@ def test_every_page_renders_in_chromium(tmp_path):
         browser = webdriver.Chrome(service=Service(driver_path), options=options)
         for name, (query, shows_category) in PAGES.items():
             browser.get(base + query)
-            wanted = [JOB] + ([CATEGORY] if shows_category else [])
+            wanted = [JOB] + ([CATEGORY] if shows_category else []) + ([LEMON] if name == "fleet" else [])
             try:
                 WebDriverWait(browser, 60, poll_frequency=0.5).until(
                     lambda b, wanted=wanted: all(
@@ -102,6 +117,8 @@ def test_every_page_renders_in_chromium(tmp_path):
                 browser.save_screenshot(str(tmp_path / f"{name}.png"))
             body = browser.find_element(By.TAG_NAME, "body").text
             assert "Traceback" not in body, name
+            if name == "fleet":
+                _check_reliability(browser)
             assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name
     finally:
         if browser is not None:
