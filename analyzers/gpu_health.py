@@ -18,27 +18,14 @@ import pandas as pd
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, gpu_culprit, where
 from triage.analyzers.inherited import evidence_attempt, inherited_findings
+from triage.analyzers.log_signatures import IMMEDIATE_XIDS as IMMEDIATE_XIDS
+from triage.analyzers.log_signatures import NON_FATAL_XIDS as NON_FATAL_XIDS
 from triage.analyzers.log_signatures import XID_TABLE
 from triage.collectors.records import CLOCK_EVENT_BITS
 from triage.store.job_data import JobData
 from triage.taxonomy import Category
 from triage.verdict import Evidence, Verdict
 
-#: Xids that record a fault the GPU survived (row remap pending, high single-bit rate): worth an
-#: incident, never the reason an attempt ended.
-NON_FATAL_XIDS = frozenset({63, 92})
-#: Xids after which the GPU does no more work for its rank, so a running attempt is stopped and
-#: diagnosed as soon as one arrives instead of waiting for the hang it causes: the GPU-lost and
-#: uncorrectable-memory codes the Xid table rates 0.9 or more (79, 119, 120, 48, 64, 95). Not
-#: 94 (contained: the application may go on), 74 (NVLink: can be sympathetic to the GPU at the
-#: other end), nor the application-side codes, whose own error ends the attempt anyway.
-IMMEDIATE_XIDS = frozenset(
-    xid
-    for xid, (category, strength, _) in XID_TABLE.items()
-    if category in (Category.GPU_FALLEN_OFF_BUS, Category.GPU_MEMORY_ERROR)
-    and strength >= 0.9
-    and xid not in NON_FATAL_XIDS
-)
 _NVLINK_XID = 74
 
 

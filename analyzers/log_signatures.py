@@ -864,6 +864,23 @@ XID_TABLE: dict[int, tuple[Category | None, float, str]] = {
 }
 #: Xid codes that are application-side on their own; repeated on one GPU they point at hardware.
 APP_SIDE_XIDS = frozenset({13, 31, 43, 68, 69})
+# The two sets below live beside the table, free of pandas, so that `triage health-check` reads
+# them without loading the analyzers; `analyzers.gpu_health` re-exports them.
+#: Xids that record a fault the GPU survived (row remap pending, high single-bit rate): worth an
+#: incident, never the reason an attempt ended.
+NON_FATAL_XIDS = frozenset({63, 92})
+#: Xids after which the GPU does no more work for its rank, so a running attempt is stopped and
+#: diagnosed as soon as one arrives instead of waiting for the hang it causes: the GPU-lost and
+#: uncorrectable-memory codes the Xid table rates 0.9 or more (79, 119, 120, 48, 64, 95). Not
+#: 94 (contained: the application may go on), 74 (NVLink: can be sympathetic to the GPU at the
+#: other end), nor the application-side codes, whose own error ends the attempt anyway.
+IMMEDIATE_XIDS = frozenset(
+    xid
+    for xid, (category, strength, _) in XID_TABLE.items()
+    if category in (_C.GPU_FALLEN_OFF_BUS, _C.GPU_MEMORY_ERROR)
+    and strength >= 0.9
+    and xid not in NON_FATAL_XIDS
+)
 
 #: `NVRM: Xid (PCI:0000:3b:00): 79, ...`; also no `PCI:` prefix, MIG `GPU-I:nn` and `Xid 79`.
 XID_RE = re.compile(
