@@ -17,7 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triage.config import ENV_ATTEMPT, ENV_DATA_DIR, ENV_EXCLUDE_NODES, ENV_JOB_ID, ENV_NODE, ConfigError
+from triage.config import (
+    ENV_ATTEMPT,
+    ENV_DATA_DIR,
+    ENV_EXCLUDE_NODES,
+    ENV_JOB_ID,
+    ENV_LOCAL_ADDR,
+    ENV_NODE,
+    ConfigError,
+)
 from triage.ports import free_port
 from triage.reference_trainer.loop import EXIT_PREEMPTED
 from triage.reference_trainer.summary import build_summary, progress_path, read_progress_log, write_summary
@@ -93,6 +101,15 @@ def torchrun_command(
             cmd += [
                 "--local-addr",
                 "127.0.0.1",
+                "--rdzv-conf",
+                f"is_host={'true' if node_rank == 0 else 'false'}",
+            ]
+        elif os.environ.get(ENV_LOCAL_ADDR):
+            # a node of a `triage run --launcher slurm` step: the endpoint is the step's first
+            # node, which serves the rendezvous (nodes may share a host on a test cluster)
+            cmd += [
+                "--local-addr",
+                os.environ[ENV_LOCAL_ADDR],
                 "--rdzv-conf",
                 f"is_host={'true' if node_rank == 0 else 'false'}",
             ]

@@ -36,6 +36,12 @@ ENV_NODE = "TRIAGE_NODE"
 ENV_EXCLUDE_NODES = "TRIAGE_EXCLUDE_NODES"
 ENV_RESUME_BEFORE_STEP = "TRIAGE_RESUME_BEFORE_STEP"
 ENV_SKIP_STEPS = "TRIAGE_SKIP_STEPS"
+#: Set on each node of a `triage run --launcher slurm` step (`supervisor/slurm_node.py`): the
+#: step's node count, this node's rank in it, the rendezvous endpoint, this node's address.
+ENV_NNODES = "TRIAGE_NNODES"
+ENV_NODE_RANK = "TRIAGE_NODE_RANK"
+ENV_RDZV_ENDPOINT = "TRIAGE_RDZV_ENDPOINT"
+ENV_LOCAL_ADDR = "TRIAGE_LOCAL_ADDR"
 #: "1" where `triage run` instruments torchrun ranks without code in the script.
 ENV_AUTO_HOOKS = "TRIAGE_AUTO_HOOKS"
 DEFAULT_DATA_DIR = "./triage-data"

@@ -20,7 +20,8 @@ from triage.verdict import Culprit
 class Status(enum.StrEnum):
     """What became of an attempt or a run. Attempts are running, completed, failed or preempted
     in the store; the analysis adds hung; a supervised run can also give up (restarts
-    exhausted, or a fail-fast verdict) or be interrupted by its operator."""
+    exhausted, or a fail-fast verdict), be interrupted by its operator, or be requeued in Slurm
+    (it goes on in the job's next incarnation)."""
 
     RUNNING = "running"
     COMPLETED = "completed"
@@ -29,6 +30,7 @@ class Status(enum.StrEnum):
     PREEMPTED = "preempted"
     GAVE_UP = "gave_up"
     INTERRUPTED = "interrupted"
+    REQUEUED = "requeued"  # handed back to Slurm to go on in the job's next incarnation
 
     @property
     def colour(self) -> str:
@@ -49,6 +51,7 @@ _COLOURS = {
     Status.PREEMPTED: "#ff7f0e",
     Status.GAVE_UP: "#d62728",
     Status.INTERRUPTED: "#ff7f0e",
+    Status.REQUEUED: "#ff7f0e",
 }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -155,19 +156,43 @@ def _clear(data_dir: Path, args: argparse.Namespace) -> int:
         msg = f"{where} is not quarantined, nothing written{hint}"
         print(json.dumps({"cleared": [], "message": msg}) if args.json else f"triage nodes clear: {msg}")
         return 1
+    resumed = _resume_in_slurm(node) if args.gpu is None else None
     if args.json:
         print(
             json.dumps(
-                {"cleared": [e.to_dict() for e in ended], "sim_reset": None if reset is None else str(reset)},
+                {
+                    "cleared": [e.to_dict() for e in ended],
+                    "sim_reset": None if reset is None else str(reset),
+                    "slurm_resumed": resumed,
+                },
                 default=str,
             )
         )
         return 0
+    if resumed:
+        print(f"resumed {node} in Slurm (Triage had drained it)")
     for e in ended:
         print(f"returned {e.where} to service (quarantined {display.when(e.time)}: {e.reason})")
     if reset is not None:
         print(f"reset the simulated GPUs of {where} (fault schedule {reset})")
     return 0
+
+
+def _resume_in_slurm(node: str) -> bool | None:
+    """Resume the node in Slurm where Triage drained it (`triage run --slurm-drain`); None
+    where there is no Slurm here."""
+    from triage.supervisor import slurm
+
+    if not slurm.available():
+        return None
+    try:
+        if not slurm.drained_by_triage(node):
+            return False
+        slurm.resume(node)
+    except slurm.SlurmError as exc:
+        print(f"triage nodes clear: warning: could not resume {node} in Slurm: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def return_to_service(

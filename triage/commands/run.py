@@ -78,4 +78,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=1, default=str))
     else:
         print_job_report(report)
+    sys.stdout.flush()
+    supervisor.requeue_if_decided()  # Slurm ends this process here when it requeues the job
     return 0 if report.status == Status.COMPLETED else 1

@@ -165,7 +165,14 @@ RUNS = pa.schema(
         pa.field("user", pa.string()),
     ]
 )
-RUN_STATUSES = (Status.RUNNING, Status.COMPLETED, Status.FAILED, Status.GAVE_UP, Status.INTERRUPTED)
+RUN_STATUSES = (
+    Status.RUNNING,
+    Status.COMPLETED,
+    Status.FAILED,
+    Status.GAVE_UP,
+    Status.INTERRUPTED,
+    Status.REQUEUED,
+)
 
 #: The fleet's memory of bad hardware: append-only, the newest row per (node, gpu) wins.
 #: `gpu` NULL is the whole node. A quarantine names its cause and where it was seen; a clear

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from triage import display
@@ -69,8 +69,17 @@ class Agents:
     is free (`tend`), so the node is not left without one when the other job ends."""
 
     def __init__(
-        self, nodes: Sequence[str], data_dir: Path, *, gpu: str, sim_gpus: int, interval_s: float
+        self,
+        nodes: Sequence[str],
+        data_dir: Path,
+        *,
+        gpu: str,
+        sim_gpus: int,
+        interval_s: float,
+        place: Callable[[list[str], str], list[str]] | None = None,
     ) -> None:
+        """`place`: how a node's agent command reaches that node (Slurm: an `srun --overlap`
+        step on it); None runs it here."""
         if nodes and not agent_available():
             raise ConfigError(
                 "`triage agent` is not installed in this build; run with "
@@ -79,6 +88,7 @@ class Agents:
         self.nodes = list(nodes)
         self.data_dir = data_dir
         self.gpu, self.sim_gpus, self.interval_s = gpu, sim_gpus, interval_s
+        self.place = place
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self._next_start: dict[str, float] = {}
@@ -137,6 +147,8 @@ class Agents:
         ]
         if self.gpu == "sim":
             cmd += ["--sim-gpus", str(self.sim_gpus)]
+        if self.place is not None:
+            cmd = self.place(cmd, node)
         with open(self._log(node), "ab") as log:
             self.procs[node] = subprocess.Popen(
                 cmd,

@@ -101,6 +101,30 @@ class SupervisorConfig:
     agent_interval: float = field(
         default=1.0, metadata={"help": "sampling and ingest interval of the agents started", "metavar": "S"}
     )
+    launcher: str = field(
+        default="local",
+        metadata={
+            "help": "who starts each attempt: `local` (the command itself, on this machine) or "
+            "`slurm` (inside an sbatch/salloc allocation: one srun step per attempt, one task per "
+            "node; node exclusion, requeue and drain carried out by Slurm)",
+            "choices": ("local", "slurm"),
+        },
+    )
+    slurm_drain: bool = field(
+        default=False,
+        metadata={
+            "help": "with --launcher slurm, drain a quarantined node in Slurm (scontrol update "
+            "state=drain) so no job lands on it; off by default: it acts on the whole cluster"
+        },
+    )
+    slurm_min_nodes: int = field(
+        default=1,
+        metadata={
+            "help": "with --launcher slurm, fewest nodes an attempt may run on: when leaving a "
+            "node out would leave fewer, the job is requeued without it instead",
+            "metavar": "N",
+        },
+    )
     quarantine: bool = field(
         default=True,
         metadata={
@@ -125,6 +149,10 @@ class SupervisorConfig:
         }.items():
             if optional is not None and optional <= 0:
                 raise ConfigError(f"{flag} must be > 0, got {optional}")
+        if self.launcher not in ("local", "slurm"):
+            raise ConfigError(f"--launcher {self.launcher!r}: choose local or slurm")
+        if self.slurm_min_nodes < 1:
+            raise ConfigError(f"--slurm-min-nodes must be >= 1, got {self.slurm_min_nodes}")
         if self.sim_gpus < 1:
             raise ConfigError(f"--sim-gpus must be >= 1, got {self.sim_gpus}")
         if self.agent_gpu not in AGENT_GPUS:

@@ -16,8 +16,12 @@ class StopSignals:
     own error that the store's readers treat as a failed read, and the Ctrl-C would be lost.
     The previous handlers are back on leaving the `with` block."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, term_is_preemption: bool = False) -> None:
         self.received: str | None = None
+        #: Under Slurm a SIGTERM is the scheduler's notice (`--signal=B:TERM@60`, preemption):
+        #: the job is to checkpoint and be requeued, not interrupted.
+        self.term_is_preemption = term_is_preemption
+        self.preemption: bool = False
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
@@ -26,6 +30,9 @@ class StopSignals:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGTERM and self.term_is_preemption:
+            self.preemption = True
+            return
         self.received = signal.Signals(signum).name
 
     def check(self) -> None:

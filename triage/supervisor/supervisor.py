@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -37,10 +38,12 @@ from triage.config import (
     data_dir_from_env,
 )
 from triage.display import Status
+from triage.ports import free_port
 from triage.store.layout import run_log_dir, spool_node_dir, spool_nodes
 from triage.store.manifest import ManifestError
 from triage.store.node_health import HealthEntry, quarantined_nodes
 from triage.store.writer import StoreError
+from triage.supervisor import slurm
 from triage.supervisor.agents import Agents, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
@@ -63,8 +66,9 @@ from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict, quarantine_lemons
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.supervisor.report import AttemptReport, JobReport, LiveState
+from triage.supervisor.slurm import Allocation, Continuation
 from triage.supervisor.stop_signals import Interrupted, StopSignals
-from triage.taxonomy import Category
+from triage.taxonomy import Action, Category
 from triage.trainer_hooks.config import auto_hooks_env
 from triage.trainer_hooks.flight_recorder import DEFAULT_BUFFER_ENTRIES, ENV_BUFFER
 from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
@@ -103,6 +107,19 @@ class Supervisor:
         self.run_id = new_run_id()
         self.on_update = on_update or (lambda state: None)
         self.nodes = simulated_nodes(self.command)
+        self.slurm: Allocation | None = None
+        self.first_attempt = 0
+        self._resumed: Continuation | None = None
+        self._requeue: tuple[str, ...] | None = None  # nodes to exclude when requeued in Slurm
+        self._started = time.time()  # the run's start (an earlier incarnation's, when resumed)
+        if cfg.launcher == "slurm":
+            self.slurm = Allocation.from_env()
+            self.nodes = list(self.slurm.nodes)
+            if self.slurm.restart_count:
+                self._resumed = Continuation.load(self.data_dir, self.slurm.job_id)
+            if self._resumed is not None:  # a requeued job goes on with its run
+                self.job_id, self.run_id = self._resumed.job_id, self._resumed.run_id
+                self.first_attempt = self._resumed.next_attempt
         self.agent_nodes = cfg.agent_nodes(self.nodes)
         self.report = JobReport(self.job_id, self.run_id, str(self.data_dir), self.command)
         self._incidents: list[str] = []
@@ -137,13 +154,14 @@ class Supervisor:
     def _run(self) -> JobReport:
         plan, record = self._begin()
         with ExitStack() as at_end:
-            with StopSignals() as self._stops:
+            with StopSignals(term_is_preemption=self.slurm is not None) as self._stops:
                 agents = Agents(
                     self.agent_nodes,
                     self.data_dir,
                     gpu=self.cfg.agent_gpu,
                     sim_gpus=self.cfg.sim_gpus,
                     interval_s=self.cfg.agent_interval,
+                    place=None if self.slurm is None else slurm.agent_command,
                 )
                 # With the agents started, the run's end is recorded however it ends: after
                 # the signal handlers are back, so that a Ctrl-C can cut it short.
@@ -163,7 +181,8 @@ class Supervisor:
         where the store cannot record it, before anything has started."""
         try:
             plan = self._placement()
-            record = RunRecord(self.job_id, self.run_id, time.time(), shlex.join(self.command))
+            self._started = time.time() if self._resumed is None else self._resumed.start_time
+            record = RunRecord(self.job_id, self.run_id, self._started, shlex.join(self.command))
             record_run(self.data_dir, record, status=Status.RUNNING)
         except (StoreError, ManifestError) as exc:
             raise ConfigError(
@@ -214,8 +233,9 @@ class Supervisor:
         """The first attempt's plan: the job's nodes the ledger holds quarantined left out.
         Refused (`ConfigError`) where that leaves none. Without simulated nodes the job's
         placement is the launcher's: every quarantined node goes into TRIAGE_EXCLUDE_NODES."""
+        carried = () if self._resumed is None else tuple(self._resumed.excluded_nodes)
         if not self.cfg.quarantine:
-            return Plan()
+            return Plan(excluded_nodes=carried)
         held = quarantined_nodes(self.data_dir)
         out = [n for n in (self.nodes or sorted(held)) if n in held]
         if self.nodes and len(out) == len(self.nodes):
@@ -239,12 +259,13 @@ class Supervisor:
                 left,
                 node,
             )
-        self.report.excluded_nodes = list(out)
-        return Plan(excluded_nodes=tuple(out))
+        excluded = tuple(dict.fromkeys([*carried, *out]))
+        self.report.excluded_nodes = list(excluded)
+        return Plan(excluded_nodes=excluded)
 
     def _attempts(self, agents: Agents, plan: Plan) -> None:
         history: list[AttemptResult] = []
-        attempt = 0
+        attempt = self.first_attempt
         while True:
             result, report, verdict = self._attempt(attempt, plan, agents)
             history.append(result)
@@ -276,12 +297,54 @@ class Supervisor:
                 return
             plan = _leave_out(decision.plan, report.quarantine, nodes)
             self.report.excluded_nodes = list(plan.excluded_nodes)
+            if self._requeue_in_slurm(attempt, decision, plan):
+                return
             self._show(attempt, f"restarting in {decision.backoff_s:.0f} s: {decision.reason}")
             deadline = time.monotonic() + decision.backoff_s
             while time.monotonic() < deadline:
                 self._stops.check()
                 time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
             attempt += 1
+
+    def _cancel_step(self, name: str) -> None:
+        """The attempt's srun is gone; make sure its step's tasks on every node are too."""
+        if self.slurm is not None:
+            self._safely("cancelling the attempt's Slurm step", slurm.cancel_steps, self.slurm.job_id, name)
+
+    def _requeue_in_slurm(self, attempt: int, decision: Decision, plan: Plan) -> bool:
+        """Whether the next attempt goes on in the job's next Slurm incarnation: after a
+        preemption, or when too few of the allocation's nodes are left. The requeue itself
+        (`requeue_if_decided`) comes after the run's end is recorded: it ends this process."""
+        if self.slurm is None:
+            return False
+        remaining = [n for n in self.nodes if n not in plan.excluded_nodes]
+        if (
+            decision.action is not Action.CHECKPOINT_AND_REQUEUE
+            and len(remaining) >= self.cfg.slurm_min_nodes
+        ):
+            return False
+        Continuation(self.job_id, self.run_id, self._started, attempt + 1, list(plan.excluded_nodes)).save(
+            self.data_dir, self.slurm.job_id
+        )
+        self._requeue = plan.excluded_nodes
+        self.report.status = Status.REQUEUED
+        left_out = f" without {', '.join(plan.excluded_nodes)}" if plan.excluded_nodes else ""
+        self.report.reason = (
+            f"{decision.reason}; requeued as Slurm job {self.slurm.job_id}{left_out}, to go on at "
+            f"attempt {attempt + 1}"
+        )
+        return True
+
+    def requeue_if_decided(self) -> None:
+        """Hand the job back to Slurm where the run was requeued; Slurm then ends this batch
+        script, so call it last."""
+        if self.slurm is not None and self._requeue is not None:
+            log.warning(
+                "requeueing Slurm job %s%s",
+                self.slurm.job_id,
+                f" without {','.join(self._requeue)}" if self._requeue else "",
+            )
+            slurm.requeue(self.slurm.job_id, self._requeue)
 
     def _act(self, report: AttemptReport, decision: Decision, verdict: Verdict | None) -> None:
         report.action = None if decision.action is None else decision.action.value
@@ -310,10 +373,28 @@ class Supervisor:
             if entry is not None:
                 report.quarantine = entry.to_dict()
                 self._incidents.append(f"attempt {report.attempt}: quarantined {entry.where}")
+                self._drain_in_slurm(entry)
                 self._show(
                     report.attempt,
                     f"quarantined {entry.where} for later jobs ({entry.source}); `triage nodes` lists it",
                 )
+
+    def _drain_in_slurm(self, entry: HealthEntry) -> None:
+        if self.slurm is None:
+            return
+        if not self.cfg.slurm_drain:
+            log.warning(
+                "%s is quarantined for this data dir's jobs but stays in service in Slurm "
+                "(--slurm-drain is off); `scontrol update nodename=%s state=drain` takes it out",
+                entry.node,
+                entry.node,
+            )
+            return
+        gpu = "" if entry.gpu is None else f" GPU{entry.gpu}"
+        xid = "" if entry.xid is None else f" Xid {entry.xid}"
+        reason = f"{entry.category or entry.source}{gpu}{xid} job {self.job_id}"
+        if self._safely(f"draining {entry.node} in Slurm", slurm.drain, entry.node, reason):
+            log.warning("drained %s in Slurm: %s %s", entry.node, slurm.DRAIN_PREFIX, reason)
 
     def _safely(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """`fn(...)`, or None where it raised: a store that cannot be read or written costs
@@ -397,13 +478,19 @@ class Supervisor:
             max_bytes=int(self.cfg.log_max_mb * 1024 * 1024),
             echo=self.cfg.echo_output,
         )
-        procs = AttemptProcesses(self.command, env, own_children=agents.pids, capture_output=True)
+        step_name = f"triage-{self.job_id}-a{attempt}"
+        command = self.command
+        if self.slurm is not None:
+            nodes = [n for n in self.nodes if n not in plan.excluded_nodes]
+            command = slurm.step_command(self.command, nodes=nodes, name=step_name, endpoint_port=free_port())
+        procs = AttemptProcesses(command, env, own_children=agents.pids, capture_output=True)
         launcher = procs.launcher
         output.attach(launcher.stdout, launcher.stderr)
         try:
             outcome, detection, progress = self._watch(procs, attempt, report, agents)
         except BaseException:
             report.killed_pids = procs.stop(self.cfg.grace)
+            self._cancel_step(step_name)
             _end_capture(output, scratch if own_scratch else None)
             report.outcome, report.detection, report.ended = Status.FAILED, "interrupted", time.time()
             self._safely(
@@ -435,6 +522,7 @@ class Supervisor:
             self._show(attempt, f"{detection}: stopping the job", progress)
             output.stopping()
             report.killed_pids = procs.stop(self.cfg.grace)
+            self._cancel_step(step_name)
         report.exit_code = launcher.returncode
         report.ended = time.time()
         survivors = procs.processes()  # none, unless one withstood SIGKILL (stuck in the kernel)
@@ -551,8 +639,14 @@ class Supervisor:
         next_probe = 0.0
         next_score = started + self.cfg.score_interval
         progress = Progress()
+        forwarded = False
         while True:
             self._stops.check()
+            if self._stops.preemption and not forwarded:
+                # the scheduler's notice: the ranks checkpoint and exit 143 (preempted)
+                self._show(attempt, "SIGTERM from Slurm: asking the ranks to checkpoint and stop", progress)
+                procs.launcher.send_signal(signal.SIGTERM)  # srun forwards it to every task
+                forwarded = True
             rc = procs.poll()
             now = time.time()
             if rc is not None:
