@@ -116,9 +116,17 @@ class JournalctlSource:
     def __init__(self, from_start: bool = False, since: float | None = None) -> None:
         self._cursor: str | None = None
         self._since = None if from_start else (time.time() if since is None else since)
-        self.read()  # fail now if journalctl cannot read the kernel log
+        # Fail now if journalctl cannot read the kernel log; the lines it got are the first
+        # read()'s (dropping them lost a from-start backlog, or the lines since `since`).
+        self._first: list[str] | None = self._poll()
 
     def read(self) -> list[str]:
+        if self._first is not None:
+            lines, self._first = self._first, None
+            return lines
+        return self._poll()
+
+    def _poll(self) -> list[str]:
         cmd = ["journalctl", "-k", "-o", "short-iso-precise", "--no-pager", "-q", "--show-cursor"]
         if self._cursor:
             cmd.append(f"--after-cursor={self._cursor}")

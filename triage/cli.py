@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fleet reliability over all runs: ETTR, failure rates, MTTF/MTTR, lost GPU-hours by cause, lemon nodes",
     ),
     "agent": ("agent", "run the per-node agent: collectors, spool ingest, Prometheus /metrics"),
+    "health-check": (
+        "health_check",
+        "check this node (GPUs, kernel log, ledger, disk, memory): exit 0 healthy, 1 not; a Slurm prolog gate",
+    ),
     "bench": ("bench", "run a benchmark (classify, ...) and report its numbers"),
     "dashboard": (
         "dashboard",
