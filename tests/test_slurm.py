@@ -53,12 +53,20 @@ def _script(data_dir: Path, job_id: str, train: str, *flags: str, sbatch: str = 
     )
 
 
-def _report(out: Path) -> dict:
-    """The last JSON report in a batch job's output (a requeued job appends one per incarnation)."""
+def _reports(out: Path) -> list[dict]:
+    """The JSON reports in a batch job's output, one per incarnation (a requeued job appends)."""
     text = out.read_text()
-    start = text.rfind("\n{\n")
-    assert start >= 0, f"no report in {out}:\n{text[-3000:]}"
-    return json.loads(text[start:])
+    found, at = [], text.find("\n{\n")
+    while at >= 0:
+        report, end = json.JSONDecoder().raw_decode(text, at + 1)
+        found.append(report)
+        at = text.find("\n{\n", end)
+    assert found, f"no report in {out}:\n{text[-3000:]}"
+    return found
+
+
+def _report(out: Path) -> dict:
+    return _reports(out)[-1]
 
 
 def _ranks(data_dir: Path, job_id: str) -> dict[int, list[str]]:
@@ -124,3 +132,34 @@ def test_a_lost_gpu_moves_the_job_to_the_other_node_and_drains_its_node_until_cl
     assert f"resumed {bad} in Slurm" in cleared.stdout
     slurm_cluster.wait_job(waiting, ("COMPLETED",), 60)
     assert not slurm_cluster.node_state(bad)[0].startswith("drain")
+
+
+def _max_step(data_dir: Path, job_id: str) -> int:
+    with open_snapshot(data_dir) as snap:
+        rows = snap.sql("SELECT max(step) AS s FROM steps WHERE job_id = $1", [job_id])
+    return int(rows[0]["s"] or -1) if rows else -1
+
+
+def test_a_preempted_job_checkpoints_is_requeued_and_goes_on_with_its_run(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path,
+):
+    out = tmp_path / "job.out"
+    train = _train(24, "slow@step=1,rank=0,seconds=0.4")  # attempt 0 only: time to preempt it
+    script = _script(tmp_path, "slurm-pre", train, sbatch="-N2 --requeue --open-mode=append")
+    job = slurm_cluster.sbatch(script, "-o", str(out))
+    slurm_cluster.wait_until("step 6 in the store", lambda: _max_step(tmp_path, "slurm-pre") >= 6, 120)
+    # what `--signal=B:TERM@60` does before the time limit, or a preemption: SIGTERM to the batch
+    slurm_cluster.run("scancel", "--signal=TERM", "--batch", job)
+    slurm_cluster.wait_until("the requeue", lambda: slurm_cluster.job_field(job, "Restarts") == "1", 90)
+    slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 180)
+    reports = _reports(out)
+    assert [r["status"] for r in reports] == ["requeued", "completed"], out.read_text()[-4000:]
+    first, second = reports
+    assert first["run_id"] == second["run_id"]  # the same run, attempts numbered on
+    (preempted,) = first["attempts"]
+    assert preempted["outcome"] == "preempted" and preempted["action"] == "checkpoint_and_requeue"
+    (resumed,) = second["attempts"]
+    assert resumed["attempt"] == 1 and resumed["outcome"] == "completed"
+    assert resumed["resumed_from_step"] >= 6  # from the checkpoint the SIGTERM made
+    assert _ranks(tmp_path, "slurm-pre") == {0: ["node0", "node1"], 1: ["node0", "node1"]}

@@ -13,7 +13,6 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -487,7 +486,7 @@ class Supervisor:
         launcher = procs.launcher
         output.attach(launcher.stdout, launcher.stderr)
         try:
-            outcome, detection, progress = self._watch(procs, attempt, report, agents)
+            outcome, detection, progress = self._watch(procs, attempt, report, agents, step_name)
         except BaseException:
             report.killed_pids = procs.stop(self.cfg.grace)
             self._cancel_step(step_name)
@@ -562,6 +561,14 @@ class Supervisor:
                 and outcome != Status.PREEMPTED
             ):
                 verdict = None  # the SIGTERM was ours, sent to stop the failed attempt
+            if detection == "slurm_sigterm":
+                verdict = Verdict(
+                    Category.PREEMPTION,
+                    1.0,
+                    "Slurm sent the job SIGTERM (preemption, or --signal before its time limit); "
+                    "the ranks were asked to checkpoint and stop",
+                    first_seen=report.detected_at,
+                )
             if verdict is None and outcome == Status.HUNG:
                 verdict = Verdict(
                     Category.COLLECTIVE_TIMEOUT,
@@ -631,7 +638,7 @@ class Supervisor:
         )
 
     def _watch(
-        self, procs: AttemptProcesses, attempt: int, report: AttemptReport, agents: Agents
+        self, procs: AttemptProcesses, attempt: int, report: AttemptReport, agents: Agents, step_name: str
     ) -> tuple[str, str, Progress]:
         started = report.started
         seen: set[int] = set()
@@ -642,13 +649,24 @@ class Supervisor:
         forwarded = False
         while True:
             self._stops.check()
-            if self._stops.preemption and not forwarded:
-                # the scheduler's notice: the ranks checkpoint and exit 143 (preempted)
+            if self._stops.preemption and not forwarded and self.slurm is not None:
+                # the scheduler's notice: every task of the step gets it, the ranks checkpoint
+                # and exit 143 (preempted)
                 self._show(attempt, "SIGTERM from Slurm: asking the ranks to checkpoint and stop", progress)
-                procs.launcher.send_signal(signal.SIGTERM)  # srun forwards it to every task
+                self._safely(
+                    "passing the SIGTERM on to the attempt's step",
+                    slurm.cancel_steps,
+                    self.slurm.job_id,
+                    step_name,
+                    "TERM",
+                )
                 forwarded = True
             rc = procs.poll()
             now = time.time()
+            if rc is not None and forwarded:
+                # Slurm signals every process of the step, torchrun included, whose exit status
+                # then says little: the attempt ended because the scheduler asked
+                return Status.PREEMPTED, "slurm_sigterm", progress
             if rc is not None:
                 return (
                     {0: Status.COMPLETED, 143: Status.PREEMPTED}.get(rc, Status.FAILED),
