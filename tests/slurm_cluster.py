@@ -12,6 +12,7 @@ there (the health gate), else does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -265,5 +266,6 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
                     break
                 time.sleep(0.1)
             else:
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         shutil.rmtree(root, ignore_errors=True)

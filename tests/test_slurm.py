@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 
+from triage.fault_schedule import GpuFault, append_fault
 from triage.store import open_snapshot
 
 pytestmark = pytest.mark.slow
@@ -163,3 +164,31 @@ def test_a_preempted_job_checkpoints_is_requeued_and_goes_on_with_its_run(
     assert resumed["attempt"] == 1 and resumed["outcome"] == "completed"
     assert resumed["resumed_from_step"] >= 6  # from the checkpoint the SIGTERM made
     assert _ranks(tmp_path, "slurm-pre") == {0: ["node0", "node1"], 1: ["node0", "node1"]}
+
+
+def test_the_prolog_health_gate_drains_a_node_whose_gpu_is_lost(slurm_cluster: SlurmCluster, tmp_path):  # noqa: F811
+    repo = Path(__file__).resolve().parents[1]
+    slurm_cluster.set_gate(
+        "#!/bin/sh\n"
+        f"export SLURM_CONF={slurm_cluster.env['SLURM_CONF']}\n"
+        f"export TRIAGE={Path(PY).parent / 'triage'} TRIAGE_DATA_DIR={tmp_path}\n"
+        'export TRIAGE_HEALTH_ARGS="--gpu sim --sim-gpus 2 --min-free-disk-gb 0 --min-free-mem-gb 0"\n'
+        f"exec {repo / 'deploy' / 'slurm' / 'triage-prolog.sh'}\n"
+    )
+    try:
+        # a job on a healthy node passes the gate
+        ok = slurm_cluster.sbatch("#!/bin/bash\ntrue\n", "-N1", "-w", "node0", "-o", "/dev/null")
+        slurm_cluster.wait_job(ok, ("COMPLETED",), 60)
+        # node1's GPU 1 falls off the bus between jobs: the next job's prolog finds it
+        append_fault(tmp_path, GpuFault(time=time.time(), node="node1", gpu=1, kind="xid", xid=79, params={}))
+        job = slurm_cluster.sbatch("#!/bin/bash\ntrue\n", "-N1", "-w", "node1", "-o", "/dev/null")
+        slurm_cluster.wait_until(
+            "node1 drained", lambda: slurm_cluster.node_state("node1")[0].startswith("drain"), 60
+        )
+        _, reason = slurm_cluster.node_state("node1")
+        assert reason.startswith("triage health-check: node1 UNHEALTHY: GPU 1 lost (Xid 79"), reason
+        assert slurm_cluster.job_field(job, "JobState") != "COMPLETED"  # it never ran there
+        assert not slurm_cluster.node_state("node0")[0].startswith("drain")
+    finally:
+        slurm_cluster.run("scancel", "--quiet", "--user=root", check=False)
+        slurm_cluster.resume_all()

@@ -33,8 +33,10 @@ log = logging.getLogger(__name__)
 
 #: How long one Slurm command may take before it counts as failed.
 _TIMEOUT_S = 30.0
-#: A drain reason Triage wrote starts with this, so `triage nodes clear` resumes only those.
+#: A drain reason Triage wrote starts with this (the supervisor's), or with the health gate's
+#: line (`deploy/slurm/triage-prolog.sh`), so `triage nodes clear` resumes only those.
 DRAIN_PREFIX = "triage:"
+_TRIAGE_REASONS = (DRAIN_PREFIX, "triage health-check:")
 
 
 class SlurmError(RuntimeError):
@@ -156,7 +158,7 @@ def drained_by_triage(node: str) -> bool:
     """Whether Slurm holds `node` drained (or draining) with a reason Triage wrote."""
     out = _run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"]).strip().splitlines()
     return any(
-        line.split("|", 1)[0].startswith("drain") and line.split("|", 1)[1].startswith(DRAIN_PREFIX)
+        line.split("|", 1)[0].startswith("drain") and line.split("|", 1)[1].startswith(_TRIAGE_REASONS)
         for line in out
         if "|" in line
     )
