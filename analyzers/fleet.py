@@ -86,6 +86,7 @@ class FleetReport:
     allocated_gpu_h: float = 0.0
     productive_gpu_h: float = 0.0
     lost_gpu_h: float = 0.0
+    wall_h: float = 0.0  # wall hours the runs' attempts ran: the fleet MTTF's numerator
     node_days: float = 0.0
     by_size: list[dict[str, object]] = field(default_factory=list)
     failure_rates: list[dict[str, object]] = field(default_factory=list)
@@ -100,12 +101,23 @@ class FleetReport:
         return self.productive_gpu_h / self.allocated_gpu_h if self.allocated_gpu_h > 0 else None
 
     @property
+    def mttf_h(self) -> float | None:
+        """Wall hours the runs ran per failure, every job size together."""
+        return self.wall_h / self.failures if self.failures else None
+
+    @property
+    def failures_per_1000_node_days(self) -> float | None:
+        return self.failures / self.node_days * 1000 if self.node_days > 0 else None
+
+    @property
     def lemons(self) -> list[NodeRisk]:
         return [r for r in self.node_risks if r.lemon]
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["ettr"] = self.ettr
+        d["mttf_h"] = self.mttf_h
+        d["failures_per_1000_node_days"] = self.failures_per_1000_node_days
         d["node_risks"] = [r.to_dict() for r in self.node_risks]
         d["lemons"] = [r.node for r in self.lemons]
         d["unaccounted_runs"] = [{"job_id": j, "run_id": r} for j, r in self.unaccounted_runs]
@@ -410,6 +422,7 @@ def fleet_report(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> FleetRepor
     report.allocated_gpu_h = float(att["gpu_s"].sum()) / _HOUR
     report.productive_gpu_h = float(att["productive_gpu_s"].sum()) / _HOUR
     report.node_days = float(att["node_s"].sum()) / _DAY
+    report.wall_h = float(att["span_s"].sum()) / _HOUR
     report.lost_gpu_h = float(lost["gpu_seconds"].sum()) / _HOUR if not lost.empty else 0.0
     report.by_size = _by_size(att, mttr)
     failed = att.dropna(subset=["cause_category"])

@@ -307,9 +307,9 @@ def _reliability_body(view: ReliabilityView) -> None:
         delta_color="off",
         delta_arrow="off",
     )
-    rate = view.failures_per_1000_node_days
+    rate = view.report.failures_per_1000_node_days
     cols[3].metric("failures / 1000 node-days", "-" if rate is None else f"{rate:,.0f}")
-    cols[4].metric("MTTF", _hours(view.mttf_h), help="wall hours the runs ran per failure")
+    cols[4].metric("MTTF", _hours(view.report.mttf_h), help="wall hours the runs ran per failure")
     st.caption(
         f"Attempts that started in the {label}: {r.runs} runs of {r.jobs} jobs, {r.attempts} "
         f"attempts, {r.failures} failures, {r.nodes} nodes, {r.node_days:,.1f} node-days."

@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
-from triage.analyzers.fleet import FleetConfig, FleetReport, _newest_accounting, fleet_report
+from triage.analyzers.fleet import FleetConfig, FleetReport, fleet_report
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
 from triage.collectors.records import CLOCK_EVENT_REASONS, HEALTH_CLOCK_EVENT_MASK
 from triage.config import ConfigError
@@ -324,26 +324,7 @@ RELIABILITY_TOP = 10
 class ReliabilityView:
     window: str  # a key of RELIABILITY_WINDOWS
     report: FleetReport
-    wall_h: float  # wall hours the window's attempts ran: MTTF's numerator
     accounted_runs: int  # runs with accounting in the whole store, whatever the window
-
-    @property
-    def mttf_h(self) -> float | None:
-        """Wall hours the runs ran per failure, every size together (the by-size table's
-        MTTF, over the whole fleet)."""
-        return self.wall_h / self.report.failures if self.report.failures else None
-
-    @property
-    def failures_per_1000_node_days(self) -> float | None:
-        r = self.report
-        return r.failures / r.node_days * 1000 if r.node_days > 0 else None
-
-
-_WALL_SQL = """
-SELECT coalesce(sum(span), 0) / 3600 FROM (
-    SELECT job_id, run_id, attempt, max(greatest(end_time - start_time, 0)) AS span
-    FROM ({newest}) WHERE start_time >= $1 GROUP BY ALL)
-"""
 
 
 def read_reliability(data_dir: str, now: float, window: str) -> ReliabilityView:
@@ -355,16 +336,12 @@ def read_reliability(data_dir: str, now: float, window: str) -> ReliabilityView:
         with open_snapshot(check_data_dir(Path(data_dir)), now=now) as snap:
             report = fleet_report(snap.con, cfg)
             if "attempt_usage" not in _tables(snap.con):
-                return ReliabilityView(window, report, 0.0, 0)
+                return ReliabilityView(window, report, 0)
             row = snap.con.execute(
                 "SELECT count(*) FROM (SELECT DISTINCT job_id, run_id FROM attempt_usage)"
             ).fetchone()
-            wall = snap.con.execute(
-                _WALL_SQL.format(newest=_newest_accounting("attempt_usage")),
-                [-math.inf if cfg.since is None else cfg.since],
-            ).fetchone()
-        assert row is not None and wall is not None  # aggregates without GROUP BY return one row
-        return ReliabilityView(window, report, float(wall[0]), int(row[0]))
+        assert row is not None  # an aggregate without GROUP BY returns one row
+        return ReliabilityView(window, report, int(row[0]))
 
 
 # -- one job ----------------------------------------------------------------------------------

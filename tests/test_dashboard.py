@@ -152,9 +152,9 @@ def test_reliability_of_a_generated_fleet_flags_its_lemon_and_adds_up(tmp_path):
     assert len(by_node) == queries.RELIABILITY_TOP and by_node["gpu_h"].is_monotonic_decreasing
     sizes = shaping.by_size_frame(r)
     assert sizes["runs"].sum() == r.runs and sizes["failures"].sum() == r.failures
-    assert view.failures_per_1000_node_days == pytest.approx(r.failures / r.node_days * 1000)
+    assert view.report.failures_per_1000_node_days == pytest.approx(r.failures / r.node_days * 1000)
     assert sizes["failures"].all()  # so the fleet's MTTF is every size's wall time per failure:
-    assert view.mttf_h == pytest.approx((sizes["mttf_h"] * sizes["failures"]).sum() / r.failures)
+    assert view.report.mttf_h == pytest.approx((sizes["mttf_h"] * sizes["failures"]).sum() / r.failures)
 
 
 def test_reliability_counts_the_attempts_that_started_in_the_window(store):
@@ -164,7 +164,7 @@ def test_reliability_counts_the_attempts_that_started_in_the_window(store):
     r = week.report
     assert (r.runs, r.failures, week.accounted_runs) == (13, 8, 14)
     assert r.allocated_gpu_h == pytest.approx(10 * 8 * 9 + 8 * 1 + 2 * 16 * 9)
-    assert week.wall_h == pytest.approx(12 * 9 + 1) and week.mttf_h == pytest.approx(109 / 8)
+    assert week.report.wall_h == pytest.approx(12 * 9 + 1) and week.report.mttf_h == pytest.approx(109 / 8)
     assert list(shaping.lemon_frame(r)["node"]) == [LEMON]
     assert shaping.lost_by_node_frame(r).iloc[0]["node"] == LEMON
     assert list(shaping.by_size_frame(r)["size"]) == ["1-8", "9-64"]
@@ -365,7 +365,7 @@ def test_fleet_page_shows_reliability_over_the_window_in_the_url(store, monkeypa
     assert m["allocated (GPU·h)"] == "1,016.0" and m["MTTF"] == "13.6 h"
     week = queries.read_reliability(str(store), time.time(), "7d")
     assert m["ETTR"] == f"{week.report.ettr:.1%}" and m["lost (GPU·h)"] == f"{week.report.lost_gpu_h:,.1f}"
-    assert m["failures / 1000 node-days"] == f"{week.failures_per_1000_node_days:,.0f}"
+    assert m["failures / 1000 node-days"] == f"{week.report.failures_per_1000_node_days:,.0f}"
     (warning,) = [w.value for w in at.warning]
     assert warning.startswith(f"Lemon node: {LEMON}")
     lost_by_node, lemons, sizes = (d.value for d in at.dataframe[3:6])
