@@ -89,16 +89,31 @@ def _rank_node(data_dir: Path, job_id: str, *, attempt: int, rank: int) -> str:
     return str(row["node"])
 
 
-def test_a_two_node_sbatch_job_runs_one_step_across_both_nodes(slurm_cluster: SlurmCluster, tmp_path):  # noqa: F811
+def test_a_lost_gpu_on_a_one_node_job_requeues_it_onto_another_node(slurm_cluster: SlurmCluster, tmp_path):  # noqa: F811
+    """No node of the allocation is left once the culprit's is out: Slurm must place the job
+    again, elsewhere, and the next incarnation goes on with the run."""
     out = tmp_path / "job.out"
-    job = slurm_cluster.sbatch(_script(tmp_path, "slurm-ok", _train(8)), "-o", str(out))
-    slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 180)
-    report = _report(out)
-    assert report["status"] == "completed", out.read_text()[-3000:]
-    assert _ranks(tmp_path, "slurm-ok") == {0: ["node0", "node1"]}
-    (attempt,) = report["analysis"]["attempts"]
-    assert attempt["ranks"] == 2 and attempt["last_step"] == 8
-    assert slurm_cluster.job_field(job, "JobState") == "COMPLETED"
+    train = _train(12, "xid@step=5,rank=0,xid=79")
+    script = _script(tmp_path, "slurm-one", train, sbatch="-N1 --requeue --open-mode=append")
+    job = slurm_cluster.sbatch(script, "-o", str(out))
+    slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 240)
+    first, second = _reports(out)
+    bad = _rank_node(tmp_path, "slurm-one", attempt=0, rank=0)
+    (good,) = {"node0", "node1"} - {bad}
+    assert first["status"] == "requeued" and second["status"] == "completed", out.read_text()[-4000:]
+    assert first["run_id"] == second["run_id"]
+    (lost,) = first["attempts"]
+    assert lost["verdict"]["category"] == "gpu_fallen_off_bus" and lost["verdict"]["culprit"]["node"] == bad
+    assert f"without {bad}" in first["reason"]
+    assert (
+        slurm_cluster.job_field(job, "ExcNodeList") == bad and slurm_cluster.job_field(job, "Restarts") == "1"
+    )
+    (resumed,) = second["attempts"]
+    assert resumed["attempt"] == 1 and resumed["resumed_from_step"] == 4
+    assert _ranks(tmp_path, "slurm-one") == {0: [bad], 1: [good]}
+    # without --slurm-drain the node stays in service in Slurm; the ledger keeps it from our jobs
+    assert not slurm_cluster.node_state(bad)[0].startswith("drain")
+    slurm_cluster.run(PY, "-m", "triage.cli", "nodes", "clear", bad, "--data-dir", str(tmp_path))
 
 
 def test_a_lost_gpu_moves_the_job_to_the_other_node_and_drains_its_node_until_cleared(

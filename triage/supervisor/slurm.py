@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -142,11 +143,20 @@ def cancel_steps(job_id: str, name: str, signal: str = "KILL") -> list[str]:
 
 
 def requeue(job_id: str, exclude: Sequence[str]) -> None:
-    """Put the job back in the queue, never again on the nodes in `exclude`. Kills this batch
-    script: call it last."""
-    if exclude:
+    """Put the job back in the queue, never again on the nodes in `exclude`. Ends this batch
+    script (SIGTERM, SIGKILL after KillWait): call it last. Slurm takes a new ExcNodeList only
+    from a job that is not running, so the job is requeued held, given the list, released:
+    three quick calls, done long before KillWait is up."""
+    if not exclude:
+        _run(["scontrol", "requeue", job_id])
+        return
+    # the requeue SIGTERMs this batch script at once: live through it to release the job
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _run(["scontrol", "requeuehold", job_id])
+    try:
         _run(["scontrol", "update", f"jobid={job_id}", f"ExcNodeList={','.join(exclude)}"])
-    _run(["scontrol", "requeue", job_id])
+    finally:
+        _run(["scontrol", "release", job_id])
 
 
 def drain(node: str, reason: str) -> bool:

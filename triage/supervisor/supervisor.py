@@ -296,7 +296,7 @@ class Supervisor:
                 return
             plan = _leave_out(decision.plan, report.quarantine, nodes)
             self.report.excluded_nodes = list(plan.excluded_nodes)
-            if self._requeue_in_slurm(attempt, decision, plan):
+            if self._requeue_in_slurm(attempt, decision, plan, verdict):
                 return
             self._show(attempt, f"restarting in {decision.backoff_s:.0f} s: {decision.reason}")
             deadline = time.monotonic() + decision.backoff_s
@@ -310,27 +310,48 @@ class Supervisor:
         if self.slurm is not None:
             self._safely("cancelling the attempt's Slurm step", slurm.cancel_steps, self.slurm.job_id, name)
 
-    def _requeue_in_slurm(self, attempt: int, decision: Decision, plan: Plan) -> bool:
+    def _requeue_in_slurm(
+        self, attempt: int, decision: Decision, plan: Plan, verdict: Verdict | None
+    ) -> bool:
         """Whether the next attempt goes on in the job's next Slurm incarnation: after a
-        preemption, or when too few of the allocation's nodes are left. The requeue itself
-        (`requeue_if_decided`) comes after the run's end is recorded: it ends this process."""
+        preemption, or when leaving the culprit's node out leaves fewer than --slurm-min-nodes
+        of the allocation (the policy restarts on the last node left; Slurm can do better and
+        place the job elsewhere). The requeue itself (`requeue_if_decided`) comes after the
+        run's end is recorded: it ends this process."""
         if self.slurm is None:
             return False
-        remaining = [n for n in self.nodes if n not in plan.excluded_nodes]
+        out = list(plan.excluded_nodes)
+        culprit = None if verdict is None else verdict.culprit.node
+        spec = None if verdict is None else verdict.category.spec
+        if (
+            culprit is not None
+            and spec is not None
+            and (spec.action is Action.RESTART_EXCLUDING_NODE or spec.exclude_culprit_if_found)
+            and culprit not in out
+        ):
+            out.append(culprit)
+        remaining = [n for n in self.nodes if n not in out]
         if (
             decision.action is not Action.CHECKPOINT_AND_REQUEUE
             and len(remaining) >= self.cfg.slurm_min_nodes
         ):
             return False
+        plan = replace(plan, excluded_nodes=tuple(out))
         Continuation(self.job_id, self.run_id, self._started, attempt + 1, list(plan.excluded_nodes)).save(
             self.data_dir, self.slurm.job_id
         )
         self._requeue = plan.excluded_nodes
         self.report.status = Status.REQUEUED
         left_out = f" without {', '.join(plan.excluded_nodes)}" if plan.excluded_nodes else ""
+        why = (
+            decision.reason
+            if decision.action is Action.CHECKPOINT_AND_REQUEUE
+            else f"{verdict.category.value if verdict else 'the failure'}: leaving {', '.join(out)} out "
+            f"leaves {len(remaining)} of the allocation's {len(self.nodes)} node(s), fewer than "
+            f"--slurm-min-nodes {self.cfg.slurm_min_nodes}"
+        )
         self.report.reason = (
-            f"{decision.reason}; requeued as Slurm job {self.slurm.job_id}{left_out}, to go on at "
-            f"attempt {attempt + 1}"
+            f"{why}; requeued as Slurm job {self.slurm.job_id}{left_out}, to go on at attempt {attempt + 1}"
         )
         return True
 
