@@ -207,3 +207,28 @@ def test_the_prolog_health_gate_drains_a_node_whose_gpu_is_lost(slurm_cluster: S
     finally:
         slurm_cluster.run("scancel", "--quiet", "--user=root", check=False)
         slurm_cluster.resume_all()
+
+
+def test_an_unmodified_torchrun_script_runs_across_the_nodes_and_a_killed_rank_is_named(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path,
+):
+    """`-- torchrun --nproc-per-node 1 ddp_train.py`: no Triage code, no multi-node flags; each
+    node's task adds them, the auto-hooks record the ranks under the Slurm node names."""
+    script = Path(__file__).parent / "workloads" / "ddp_train.py"
+    train = f"{PY} -m torch.distributed.run --nproc-per-node 1 {script} --steps 12 --checkpoint {tmp_path}/ckpt.pt"
+    faults = (
+        f"export WORKLOAD_FAULT=kill WORKLOAD_FAULT_RANK=1 WORKLOAD_FAULT_STEP=5 "
+        f"WORKLOAD_FAULT_ONCE={tmp_path}/fault-done\n"
+    )
+    out = tmp_path / "job.out"
+    body = _script(tmp_path, "slurm-plain", train)
+    job = slurm_cluster.sbatch(body.replace("exec ", faults + "exec ", 1), "-o", str(out))
+    slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 240)
+    report = _report(out)
+    assert report["status"] == "completed", out.read_text()[-4000:]
+    first, second = report["attempts"]
+    assert first["outcome"] == "failed" and second["outcome"] == "completed"
+    assert first["verdict"]["culprit"]["rank"] == 1, first["verdict"]
+    assert first["verdict"]["culprit"]["node"] == _rank_node(tmp_path, "slurm-plain", attempt=0, rank=1)
+    assert _ranks(tmp_path, "slurm-plain") == {0: ["node0", "node1"], 1: ["node0", "node1"]}
