@@ -798,19 +798,20 @@ class Supervisor:
 
     def _drain(self, attempt: int, agents: Agents) -> None:
         """Wait until the attempt's spool segments are in the store (ingest them where no
-        agent does), so the verdict sees the ranks' last words."""
+        agent does), so the verdict sees the ranks' last words. With `--agents none` the
+        node's own agent (a service, a Prolog's) ingests them on its own schedule: waited for
+        too, up to `_DRAIN_S`, rather than judging without them."""
         self._safely(
             "ingesting the attempt's spools", ingest_pending, self.data_dir, self._live_agents(agents)
         )
-        if not self.agent_nodes:
-            return
         deadline = time.monotonic() + _DRAIN_S
         while time.monotonic() < deadline and self._pending_segments(attempt):
             time.sleep(0.25)
             self._safely(
                 "ingesting the attempt's spools", ingest_pending, self.data_dir, self._live_agents(agents)
             )
-        time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
+        if self.agent_nodes:
+            time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
 
     def _live_agents(self, agents: Agents) -> set[str]:
         return agents.running()
