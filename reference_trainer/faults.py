@@ -221,13 +221,16 @@ class FaultInjector:
         return output * float("nan") if self._nan else None
 
     def after_compute(self, compute_seconds: float) -> None:
-        """Stretch this step's compute as a slow or throttled GPU would."""
+        """Stretch this step's compute as a slow or throttled GPU would. The host thread of a
+        GPU-bound step spins in the stream synchronize (CUDA's default schedule), so the
+        stretch spins too: a slow rank looks busy, as it does on a GPU, not idle like a hung one."""
         extra = sum(
             s.seconds if s.seconds is not None else ((s.factor or 1.0) - 1) * compute_seconds
             for s in self._slowdowns
         )
-        if extra > 0:
-            time.sleep(extra)
+        deadline = time.perf_counter() + extra
+        while time.perf_counter() < deadline:
+            pass
 
     def disk_full_at(self, step: int) -> bool:
         return bool(self._due(step, ("disk_full",)))

@@ -167,6 +167,16 @@ def _host_scalar(x: Any) -> float | Callable[[], float | None] | None:
     return float(x)
 
 
+def _main_thread_clock() -> int | None:
+    """The CPU-time clock of the main thread (the one that trains), read from the writer
+    thread; None where the platform has none."""
+    try:
+        ident = threading.main_thread().ident
+        return None if ident is None else time.pthread_getcpuclockid(ident)
+    except (AttributeError, OSError):
+        return None
+
+
 class TrainingMonitor:
     def __init__(
         self,
@@ -186,6 +196,7 @@ class TrainingMonitor:
             # 6N rule: forward + backward cost ~6 FLOPs per parameter per token (Kaplan et al.).
             cfg.flops_per_token = 6.0 * sum(p.numel() for p in model.parameters())
         self.pid = os.getpid()
+        self._main_clock = _main_thread_clock()
         self._cuda = _is_cuda(self.device)
         self._wall_offset = time.time() - time.perf_counter()
         self._peak_rss = 0
@@ -477,6 +488,14 @@ class TrainingMonitor:
             os.kill(os.getpid(), signal.SIGTERM)
 
     # -- writer thread -------------------------------------------------------------------------
+    def _main_cpu_s(self) -> float | None:
+        if self._main_clock is None:
+            return None
+        try:
+            return time.clock_gettime(self._main_clock)
+        except OSError:  # the main thread has ended (the process is exiting)
+            return None
+
     def _tick(self) -> None:
         if self._fr is not None:
             self._fr.poll()
@@ -514,4 +533,6 @@ class TrainingMonitor:
             )
         inflight = self._collectives.oldest_inflight()
         op, group, seq, since = inflight if inflight else (None, None, None, None)
-        self.buffer.put("heartbeats", (time.time(), self.last_step, self.pid, op, group, seq, since))
+        self.buffer.put(
+            "heartbeats", (time.time(), self.last_step, self.pid, op, group, seq, since, self._main_cpu_s())
+        )

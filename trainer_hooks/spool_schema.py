@@ -113,6 +113,9 @@ HEARTBEATS = _schema(
     pa.field("inflight_group", pa.string()),
     pa.field("inflight_seq", pa.int64()),
     pa.field("inflight_since", pa.float64()),
+    # CPU seconds of the rank's main thread: whether a rank outside a collective is working
+    # (a slow step, an evaluation on rank 0) or stuck (a deadlock, a sleep), for the hang rule
+    pa.field("main_cpu_s", pa.float64()),
 )
 
 SPOOL_TABLES: dict[str, pa.Schema] = {

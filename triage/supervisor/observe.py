@@ -29,6 +29,7 @@ from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.store.shared_writer import shared_writer
 from triage.supervisor.identity import current_user
 from triage.supervisor.processes import ObservedRank
+from triage.supervisor.stall import Stall, read_stall
 from triage.verdict import Verdict
 
 #: Small job-score segments the supervisor's partition holds before it merges them: one is
@@ -55,6 +56,8 @@ class Progress:
     #: a fatal Xid (`IMMEDIATE_XIDS`) on a GPU a rank of the attempt uses, since the attempt
     #: started: "Xid 79 on GPU 1 of node1 at 12:00:03 (...)"; None while there is none
     gpu_fault: str | None = None
+    #: ranks blocked in a collective that others never entered, past the job's own bound
+    stall: Stall | None = None
 
 
 _PROGRESS_SQL = """
@@ -110,8 +113,9 @@ def read_attempt_progress(
         fault = None
         if since is not None:
             fault = snap.con.execute(_GPU_FAULT_SQL, {**params, "since": since}).fetchone()
-    assert row is not None  # an aggregate without GROUP BY always returns one row
-    first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
+        assert row is not None  # an aggregate without GROUP BY always returns one row
+        first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
+        stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step),
@@ -127,6 +131,7 @@ def read_attempt_progress(
             f"Xid {fault[3]} on GPU {fault[2]} of {fault[1]} at "
             f"{display.clock(fault[0])} UTC ({str(fault[4])[:160]})"
         ),
+        stall,
     )
 
 

@@ -72,7 +72,7 @@ from triage.trainer_hooks.config import auto_hooks_env
 from triage.trainer_hooks.flight_recorder import DEFAULT_BUFFER_ENTRIES, ENV_BUFFER
 from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
 from triage.trainer_hooks.spool_schema import job_dir_name, parse_segment_name
-from triage.verdict import Verdict
+from triage.verdict import Culprit, Verdict
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -528,6 +528,7 @@ class Supervisor:
             )
             raise
         report.detected_at = time.time()
+        stall = progress.stall if detection == "collective_stall" else None
         fr_folder = fr_dump_dir(self.data_dir, self.job_id, self.run_id, attempt)
         fr_requested = None
         if outcome == Status.HUNG and launcher.poll() is None:
@@ -589,6 +590,18 @@ class Supervisor:
                     "Slurm sent the job SIGTERM (preemption, or --signal before its time limit); "
                     "the ranks were asked to checkpoint and stop",
                     first_seen=report.detected_at,
+                )
+            if stall is not None and (
+                verdict is None
+                or (verdict.category is Category.COLLECTIVE_TIMEOUT and verdict.culprit.rank is None)
+            ):
+                late = stall.missing[0]
+                verdict = Verdict(
+                    Category.COLLECTIVE_TIMEOUT,
+                    0.8,
+                    stall.summary(report.detected_at),
+                    Culprit(late.rank, late.node, late.gpu),
+                    first_seen=stall.since,
                 )
             if verdict is None and outcome == Status.HUNG:
                 verdict = Verdict(
@@ -715,6 +728,9 @@ class Supervisor:
                     if progress.gpu_fault is not None:  # its rank can do no more work
                         self._show(attempt, f"fatal GPU event: {progress.gpu_fault}", progress)
                         return Status.FAILED, "gpu_fault", progress
+                    if progress.stall is not None:
+                        self._show(attempt, f"hang: {progress.stall.summary(now)}", progress)
+                        return Status.HUNG, "collective_stall", progress
                     self._show(attempt, "running", progress)
                     limit = self._hang_limit(progress)
                     if limit is not None and now - (progress.last_progress or started) > limit:

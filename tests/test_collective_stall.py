@@ -1,0 +1,70 @@
+"""The collective-stall rule (`triage.supervisor.stall`): a hang named seconds after it starts,
+from the ranks' newest heartbeats, and none where the wait is legitimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from triage.supervisor.stall import STALL_MIN_S, Beat, find_stall
+
+NOW = 1_800_000_000.0
+
+
+def beat(
+    rank: int, *, seq: int | None = 40, since_ago: float = 4.0, group: str = "0", age: float = 0.5
+) -> Beat:
+    inside = seq is not None
+    return Beat(
+        rank,
+        f"node{rank // 2}",
+        rank % 2,
+        NOW - age,
+        8,
+        group if inside else None,
+        seq,
+        "all_reduce" if inside else None,
+        NOW - since_ago if inside else None,
+    )
+
+
+def stall(beats: list[Beat], **kw: object):
+    args = dict(
+        members={"0": {b.rank for b in beats}}, p99_wait_s={"all_reduce": 0.05}, step_p50_s=0.3, saving=False
+    )
+    args.update(kw)
+    return find_stall(beats, now=NOW, **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("culprit", [0, 1, 3])
+def test_the_rank_that_never_entered_is_the_culprit_wherever_it_is(culprit):
+    beats = [beat(r, seq=None) if r == culprit else beat(r) for r in range(4)]
+    s = stall(beats)
+    assert s is not None and [b.rank for b in s.missing] == [culprit]
+    assert s.waiting == tuple(r for r in range(4) if r != culprit) and s.seq == 40
+    assert s.missing[0].node == f"node{culprit // 2}"
+    assert "never entered" in s.summary(NOW)
+
+
+def test_a_wait_within_the_bound_learned_from_the_job_is_no_stall():
+    beats = [beat(0), beat(1), beat(2), beat(3, seq=None)]
+    assert stall([beat(r, since_ago=STALL_MIN_S - 0.5) if r < 3 else b for r, b in enumerate(beats)]) is None
+    # a job whose collectives or steps are slow earns a longer bound: 5 x p99 wait, 3 x step
+    assert stall(beats, p99_wait_s={"all_reduce": 1.0}) is None
+    assert stall(beats, step_p50_s=2.0) is None
+    assert stall(beats, p99_wait_s={"all_reduce": 0.7}) is not None  # bound 3.5 s < 4 s waited
+
+
+def test_no_stall_while_saving_or_with_a_member_silent_or_when_all_are_inside():
+    beats = [beat(0), beat(1), beat(2), beat(3, seq=None)]
+    assert stall(beats, saving=True) is None  # a checkpoint save keeps peers waiting
+    assert stall([*beats[:3], beat(3, seq=None, age=8.0)]) is None  # rank 3 may be dead
+    assert stall([beat(r) for r in range(4)]) is None  # all inside: not a missing rank
+    assert stall([beat(0), beat(1), beat(2, seq=None), beat(3, seq=None)]) is None  # half: unclear
+    assert stall([beat(0), beat(1), beat(2), beat(3, seq=41)]) is None  # rank 3 is ahead, not late
+
+
+def test_groups_are_judged_by_their_own_members():
+    # ranks 0 and 1 wait in group "tp0" for rank 2, its third member; rank 3 is elsewhere
+    beats = [beat(0, group="tp0"), beat(1, group="tp0"), beat(2, seq=None), beat(3, seq=None)]
+    s = stall(beats, members={"tp0": {0, 1, 2}, "0": {0, 1, 2, 3}})
+    assert s is not None and s.group == "tp0" and [b.rank for b in s.missing] == [2]

@@ -1,0 +1,212 @@
+"""A hang found from the collective stall itself, seconds after it starts.
+
+NCCL's watchdog waits 10 minutes and the step-progress timeout many step times; but a hang is
+visible long before either: every other rank of a process group sits in the same collective
+(group, sequence number), and one rank has not entered it. Each rank's heartbeat (every
+second, from a thread, so it goes on while the main thread is stuck) says which collective it is
+in and since when; the supervisor reads the newest heartbeat per rank on every probe.
+
+A stall is declared when ranks of a group have waited in one collective (group, seq) longer
+than a bound learned from the job's own timings,
+
+    bound = max(STALL_MIN_S, WAIT_FACTOR x p99 of that op's recent waits, STEP_FACTOR x median step)
+
+while every member of the group is alive (a fresh heartbeat) and fewer than half of them are
+not in it: those are the culprits. Not a stall: a checkpoint save in progress (a rank writing
+to storage keeps its peers waiting in the save's collectives; `checkpoint_save_begin` without
+its end), a rank that is ahead (in a later collective of the group), a group whose every
+member is inside the collective (all entered and none returns: the network or a peer's
+device, which the step timeout and the analyzers handle), or ranks half or more of the group
+(who is late is then unclear). And not a stall while a missing rank's main thread is busy:
+each heartbeat carries that thread's CPU seconds, and a rank that used more than
+`BUSY_SHARE` of the stall's wall time is working (a long step, an evaluation only rank 0 runs
+while the others wait at a barrier), not stuck (a deadlock, a sleep, a wait on something that
+never comes); a rank whose hooks do not report it is given the benefit of the doubt. So a
+legitimately long step is no hang however long it takes, and the step-progress timeout stays
+the backstop for what this rule lets pass (a rank stuck busy-waiting on its GPU).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import duckdb
+
+#: The least wait that can be a stall: far above a healthy collective's wait (milliseconds)
+#: and a heartbeat's 1 s period, well below any watchdog.
+STALL_MIN_S = 2.0
+WAIT_FACTOR = 5.0
+STEP_FACTOR = 3.0
+#: A heartbeat older than this is from a rank that may be dead: no stall is judged then.
+FRESH_S = 5.0
+#: A missing rank whose main thread used more CPU than this share of the stall is working.
+BUSY_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A rank's newest heartbeat."""
+
+    rank: int
+    node: str | None
+    gpu: int | None
+    time: float
+    step: int | None
+    group: str | None  # the collective it is in, if any
+    seq: int | None
+    op: str | None
+    since: float | None
+
+
+@dataclass(frozen=True)
+class Stall:
+    group: str
+    seq: int
+    op: str | None
+    waiting: tuple[int, ...]
+    missing: tuple[Beat, ...]
+    since: float
+    bound_s: float
+
+    def summary(self, now: float) -> str:
+        who = ", ".join(str(b.rank) for b in self.missing)
+        return (
+            f"ranks {', '.join(map(str, self.waiting))} waited {now - self.since:.1f} s in "
+            f"{self.op or 'a collective'} (group {self.group}, seq {self.seq}) that rank(s) {who} "
+            f"never entered (bound {self.bound_s:.1f} s from the job's own timings)"
+        )
+
+
+def find_stall(
+    beats: list[Beat],
+    members: dict[str, set[int]],
+    *,
+    p99_wait_s: dict[str, float],
+    step_p50_s: float | None,
+    saving: bool,
+    now: float,
+) -> Stall | None:
+    """`members`: group -> the ranks seen in it (its collectives); `p99_wait_s`: op -> the
+    99th percentile of its recent waits."""
+    if saving:
+        return None
+    by_rank = {b.rank: b for b in beats}
+    waiting: dict[tuple[str, int], list[Beat]] = defaultdict(list)
+    for b in beats:
+        if b.group is not None and b.seq is not None and b.since is not None:
+            waiting[(b.group, b.seq)].append(b)
+    for (group, seq), inside in sorted(waiting.items(), key=lambda kv: min(b.since or 0.0 for b in kv[1])):
+        ranks = members.get(group, set()) | {b.rank for b in inside}
+        beats_of = [by_rank.get(r) for r in ranks]
+        if any(b is None or now - b.time > FRESH_S for b in beats_of):
+            continue  # a member without a fresh heartbeat: maybe dead, not a stall to judge
+        op = inside[0].op
+        since = min(b.since for b in inside if b.since is not None)
+        bound = max(
+            STALL_MIN_S,
+            WAIT_FACTOR * p99_wait_s.get(op or "", 0.0),
+            STEP_FACTOR * (step_p50_s or 0.0),
+        )
+        if now - since < bound:
+            continue
+        missing = [
+            b
+            for b in beats_of
+            if b is not None
+            and not (b.group == group and b.seq is not None and b.seq >= seq)  # in it, or ahead
+        ]
+        if not missing or 2 * len(missing) >= len(ranks):
+            continue
+        return Stall(
+            group,
+            seq,
+            op,
+            tuple(sorted(b.rank for b in inside)),
+            tuple(sorted(missing, key=lambda b: b.rank)),
+            since,
+            bound,
+        )
+    return None
+
+
+STALL_SQL = """
+WITH hb AS (
+    SELECT rank, node, gpu, time, step, inflight_group, inflight_seq, inflight_op, inflight_since,
+           row_number() OVER (PARTITION BY rank ORDER BY time DESC) AS n
+    FROM heartbeats
+    WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt)
+SELECT rank, node, gpu, time, step, inflight_group, inflight_seq, inflight_op, inflight_since
+FROM hb WHERE n = 1
+"""
+
+MEMBERS_SQL = """
+SELECT "group", list(DISTINCT rank) FROM collectives
+WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+GROUP BY "group"
+"""
+
+#: The recent completed waits per op (the newest 2000 collectives of the attempt).
+WAITS_SQL = """
+SELECT op, quantile_cont(end_time - enter_time, 0.99) FROM (
+    SELECT op, enter_time, end_time FROM collectives
+    WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+      AND end_time IS NOT NULL
+    ORDER BY enter_time DESC LIMIT 2000)
+GROUP BY op
+"""
+
+#: The share of wall time a rank's main thread spent on the CPU since `since`, from its first and
+#: newest heartbeats after it; NULL where the hooks do not report CPU time or one beat is all.
+CPU_SHARE_SQL = """
+SELECT (arg_max(main_cpu_s, time) - arg_min(main_cpu_s, time)) / nullif(max(time) - min(time), 0)
+FROM heartbeats
+WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND rank = $rank
+  AND time >= $since AND main_cpu_s IS NOT NULL
+"""
+
+#: Whether a rank of this attempt has begun a save it has not ended.
+SAVING_SQL = """
+SELECT coalesce(bool_or(b > coalesce(e, 0)), false) FROM (
+    SELECT rank, max(time) FILTER (WHERE kind = 'checkpoint_save_begin') AS b,
+           max(time) FILTER (WHERE kind = 'checkpoint_save_end') AS e
+    FROM events
+    WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+      AND kind IN ('checkpoint_save_begin', 'checkpoint_save_end')
+    GROUP BY rank)
+"""
+
+
+def read_stall(
+    con: duckdb.DuckDBPyConnection, params: dict[str, object], step_p50_s: float | None, now: float
+) -> Stall | None:
+    """`find_stall` over the store as a snapshot connection has it."""
+    beats = [
+        Beat(
+            int(r),
+            n,
+            None if g is None else int(g),
+            t,
+            None if st is None else int(st),
+            grp,
+            None if sq is None else int(sq),
+            op,
+            since,
+        )
+        for r, n, g, t, st, grp, sq, op, since in con.execute(STALL_SQL, params).fetchall()
+    ]
+    if len(beats) < 2 or not any(b.since is not None for b in beats):
+        return None
+    members = {str(g): {int(r) for r in ranks} for g, ranks in con.execute(MEMBERS_SQL, params).fetchall()}
+    waits = {str(op): float(w) for op, w in con.execute(WAITS_SQL, params).fetchall() if w is not None}
+    row = con.execute(SAVING_SQL, params).fetchone()
+    stall = find_stall(
+        beats, members, p99_wait_s=waits, step_p50_s=step_p50_s, saving=bool(row and row[0]), now=now
+    )
+    if stall is None:
+        return None
+    for late in stall.missing:
+        share = con.execute(CPU_SHARE_SQL, {**params, "rank": late.rank, "since": stall.since}).fetchone()
+        if share is None or share[0] is None or share[0] > BUSY_SHARE:
+            return None  # working, or not known to be idle
+    return stall
