@@ -73,3 +73,16 @@ def test_outside_an_allocation_the_slurm_launcher_is_refused(monkeypatch):
     monkeypatch.delenv("SLURM_NODELIST", raising=False)
     with pytest.raises(ConfigError, match="inside a Slurm allocation"):
         Allocation.from_env()
+
+
+def test_a_slurm_that_does_not_answer_is_a_clear_error(monkeypatch, tmp_path):
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n"
+    )
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[0-1]")
+    with pytest.raises(ConfigError, match="Unable to contact slurm controller"):
+        Allocation.from_env()

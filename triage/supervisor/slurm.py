@@ -92,7 +92,11 @@ class Allocation:
             )
         if not available():
             raise ConfigError("--launcher slurm needs Slurm's commands (scontrol, srun) on PATH")
-        return cls(job, tuple(hostnames(nodelist)), int(os.environ.get("SLURM_RESTART_COUNT") or 0))
+        try:
+            nodes = tuple(hostnames(nodelist))
+        except SlurmError as exc:
+            raise ConfigError(f"cannot read this allocation's nodes from Slurm: {exc}") from None
+        return cls(job, nodes, int(os.environ.get("SLURM_RESTART_COUNT") or 0))
 
 
 def step_command(
