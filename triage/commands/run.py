@@ -38,6 +38,7 @@ from triage.display import Status
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.quarantine import QuarantineConfig
 from triage.supervisor.report import LiveState
+from triage.supervisor.slurm import SlurmError
 from triage.supervisor.supervisor import Supervisor
 
 
@@ -79,5 +80,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_job_report(report)
     sys.stdout.flush()
-    supervisor.requeue_if_decided()  # Slurm ends this process here when it requeues the job
+    try:
+        supervisor.requeue_if_decided()  # Slurm ends this process here when it requeues the job
+    except SlurmError as exc:
+        print(
+            f"triage run: error: the run was to go on in a requeued job, but Slurm refused: {exc}. "
+            "Submit the job again; its next run starts from the last checkpoint",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if report.status == Status.COMPLETED else 1
