@@ -5,7 +5,9 @@ exclusion.
 
 Every attempt gets TRIAGE_JOB_ID, TRIAGE_ATTEMPT (0, 1, ...) and TRIAGE_DATA_DIR. A rank's exit
 is noticed within 2 s, a fatal Xid (79, 119, 120, 48, 64, 95) on a GPU of its ranks within
-about 3 s (when the agents report it), a hang (no step progress) within --hang-timeout; the
+about 3 s (when the agents report it), a hang from the collective stall (a rank that never
+entered a collective its peers wait in, alive and idle) within seconds, else (no step
+progress) within --hang-timeout; the
 job is then stopped (SIGTERM, SIGKILL after --grace), the analyzers' verdict is recorded as an
 incident in the store, and the taxonomy's action is taken: restart from the newest checkpoint, restart without the
 culprit's node (TRIAGE_EXCLUDE_NODES), roll back before the bad step and skip its batch
@@ -17,13 +19,20 @@ verdict that blames a node's hardware (a GPU off the bus, HBM ECC, NVLink, a los
 data corruption), or a node that is the culprit of a second incident within
 --repeat-window-days, quarantines it for every later job until `triage nodes clear NODE`.
 
+Under Slurm (`--launcher slurm`, from the batch script of an sbatch/salloc allocation; `exec`
+it so that Slurm's SIGTERM reaches it), each attempt is one srun step with one task per node,
+a node left out is left out of the next step, too few nodes left or a preemption requeue the
+job (its next incarnation goes on with the run), and --slurm-drain drains a quarantined node;
+the README's "Run on Slurm" has a job script.
+
 A script without any Triage code is observed as it is: under torchrun its ranks are
 instrumented at start-up (steps from `optimizer.step()`, collectives, exceptions, exits;
 --no-auto-hooks turns it off), and a job that reports no steps is never stopped as hung for the
 lack of them.
 
 Exit status: 0 the job completed; 1 it failed or the supervisor gave up; 2 bad usage;
-130 interrupted (Ctrl-C or SIGTERM: the job and its agents are stopped first).
+130 interrupted (Ctrl-C or SIGTERM: the job and its agents are stopped first; under Slurm a
+SIGTERM is a preemption notice instead).
 """
 
 from __future__ import annotations
