@@ -109,6 +109,15 @@ def shutdown_tcp_sockets() -> int:
     return count
 
 
+def busy_wait(seconds: float) -> None:
+    """Spin for `seconds`. The host thread of a GPU-bound step spins in the stream synchronize
+    (CUDA's default schedule), so a simulated slow GPU spins too: its rank looks busy, as on a
+    GPU, not idle like a hung one (the supervisor's stall rule tells them apart by CPU time)."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
 def hang(seconds: float | None) -> None:
     """Stop taking part: a lost GPU or a stuck kernel never answers, not even a polite SIGTERM."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -221,16 +230,13 @@ class FaultInjector:
         return output * float("nan") if self._nan else None
 
     def after_compute(self, compute_seconds: float) -> None:
-        """Stretch this step's compute as a slow or throttled GPU would. The host thread of a
-        GPU-bound step spins in the stream synchronize (CUDA's default schedule), so the
-        stretch spins too: a slow rank looks busy, as it does on a GPU, not idle like a hung one."""
+        """Stretch this step's compute as a slow or throttled GPU would."""
         extra = sum(
             s.seconds if s.seconds is not None else ((s.factor or 1.0) - 1) * compute_seconds
             for s in self._slowdowns
         )
-        deadline = time.perf_counter() + extra
-        while time.perf_counter() < deadline:
-            pass
+        if extra > 0:
+            busy_wait(extra)
 
     def disk_full_at(self, step: int) -> bool:
         return bool(self._due(step, ("disk_full",)))

@@ -93,7 +93,7 @@ def test_a_lost_gpu_on_a_one_node_job_requeues_it_onto_another_node(slurm_cluste
     """No node of the allocation is left once the culprit's is out: Slurm must place the job
     again, elsewhere, and the next incarnation goes on with the run."""
     out = tmp_path / "job.out"
-    train = _train(12, "xid@step=5,rank=0,xid=79")
+    train = _train(8, "xid@step=5,rank=0,xid=79")
     script = _script(tmp_path, "slurm-one", train, sbatch="-N1 --requeue --open-mode=append")
     job = slurm_cluster.sbatch(script, "-o", str(out))
     slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 240)
@@ -121,7 +121,7 @@ def test_a_lost_gpu_moves_the_job_to_the_other_node_and_drains_its_node_until_cl
     tmp_path,
 ):
     out = tmp_path / "job.out"
-    train = _train(12, "xid@step=5,rank=1,xid=79")
+    train = _train(8, "xid@step=5,rank=1,xid=79")
     job = slurm_cluster.sbatch(_script(tmp_path, "slurm-xid", train, "--slurm-drain"), "-o", str(out))
     slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 240)
     report = _report(out)
@@ -161,10 +161,10 @@ def test_a_preempted_job_checkpoints_is_requeued_and_goes_on_with_its_run(
     tmp_path,
 ):
     out = tmp_path / "job.out"
-    train = _train(24, "slow@step=1,rank=0,seconds=0.4")  # attempt 0 only: time to preempt it
+    train = _train(14, "slow@step=1,rank=0,seconds=0.4")  # attempt 0 only: time to preempt it
     script = _script(tmp_path, "slurm-pre", train, sbatch="-N2 --requeue --open-mode=append")
     job = slurm_cluster.sbatch(script, "-o", str(out))
-    slurm_cluster.wait_until("step 6 in the store", lambda: _max_step(tmp_path, "slurm-pre") >= 6, 120)
+    slurm_cluster.wait_until("step 5 in the store", lambda: _max_step(tmp_path, "slurm-pre") >= 5, 120)
     # what `--signal=B:TERM@60` does before the time limit, or a preemption: SIGTERM to the batch
     slurm_cluster.run("scancel", "--signal=TERM", "--batch", job)
     slurm_cluster.wait_until("the requeue", lambda: slurm_cluster.job_field(job, "Restarts") == "1", 90)
@@ -177,7 +177,7 @@ def test_a_preempted_job_checkpoints_is_requeued_and_goes_on_with_its_run(
     assert preempted["outcome"] == "preempted" and preempted["action"] == "checkpoint_and_requeue"
     (resumed,) = second["attempts"]
     assert resumed["attempt"] == 1 and resumed["outcome"] == "completed"
-    assert resumed["resumed_from_step"] >= 6  # from the checkpoint the SIGTERM made
+    assert resumed["resumed_from_step"] >= 5  # from the checkpoint the SIGTERM made, not step 4's
     assert _ranks(tmp_path, "slurm-pre") == {0: ["node0", "node1"], 1: ["node0", "node1"]}
 
 
@@ -216,7 +216,9 @@ def test_an_unmodified_torchrun_script_runs_across_the_nodes_and_a_killed_rank_i
     """`-- torchrun --nproc-per-node 1 ddp_train.py`: no Triage code, no multi-node flags; each
     node's task adds them, the auto-hooks record the ranks under the Slurm node names."""
     script = Path(__file__).parent / "workloads" / "ddp_train.py"
-    train = f"{PY} -m torch.distributed.run --nproc-per-node 1 {script} --steps 12 --checkpoint {tmp_path}/ckpt.pt"
+    train = (
+        f"{PY} -m torch.distributed.run --nproc-per-node 1 {script} --steps 8 --checkpoint {tmp_path}/ckpt.pt"
+    )
     faults = (
         f"export WORKLOAD_FAULT=kill WORKLOAD_FAULT_RANK=1 WORKLOAD_FAULT_STEP=5 "
         f"WORKLOAD_FAULT_ONCE={tmp_path}/fault-done\n"

@@ -168,15 +168,15 @@ def test_preemption_requeues_from_the_checkpoint_saved_on_sigterm(tmp_path, clea
 
 
 def test_a_long_step_keeps_its_peers_waiting_but_is_no_hang(tmp_path):
-    """From step 4 rank 2 takes 3 s more per step: its three peers wait in each step's
+    """From step 4 rank 2 takes 2.5 s more per step: its three peers wait in each step's
     collective longer than the stall rule's 2 s floor, but rank 2 is busy (its main thread on
     the CPU, as a GPU-bound step's is), so no hang is declared and the job runs on."""
     report, summary, _ = supervise(
-        tmp_path, "long-steps", "slow@step=4,rank=2,seconds=3", nnodes=2, nproc=2, steps=7
+        tmp_path, "long-steps", "slow@step=4,rank=2,seconds=2.5", nnodes=2, nproc=2, steps=6
     )
     assert report.status == "completed" and len(report.attempts) == 1, report.to_dict()
     assert report.attempts[0].outcome == "completed" and report.attempts[0].detection == "launcher_exit"
-    assert summary["steps_completed"] == 7 and summary["world_size"] == 4
+    assert summary["steps_completed"] == 6 and summary["world_size"] == 4
 
 
 def test_oom_fails_fast_without_a_restart(tmp_path):

@@ -4,6 +4,7 @@ integrity, fault mechanics, and `triage train`'s refusal of bad input (exit 2)."
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -129,7 +130,7 @@ def _injector(specs, tmp_path, rank=0):
 
 def test_slowdowns_stretch_compute_by_their_factor(tmp_path, monkeypatch):
     slept = []
-    monkeypatch.setattr(faults.time, "sleep", slept.append)
+    monkeypatch.setattr(faults, "busy_wait", slept.append)
     inj = _injector(["slow@step=3,factor=3", "pcie@step=4", "thermal@step=2,rank=1"], tmp_path)
     for step in (1, 2, 3):
         inj.before_compute(step)
@@ -228,3 +229,10 @@ def test_launcher_kills_a_node_that_ignores_sigterm_after_another_failed():
     nodes.procs[1].stdout.readline()  # its SIG_IGN is in place
     nodes.straggle_s, nodes.kill_after_s = 0.3, 0.3
     assert nodes.wait() == [1, -9]  # without the SIGKILL: [1, 0] two minutes later
+
+
+def test_a_simulated_slowdown_keeps_its_thread_busy():
+    """What the stall rule relies on: a slow rank's main thread is on the CPU, not asleep."""
+    cpu = time.thread_time()
+    faults.busy_wait(0.2)
+    assert time.thread_time() - cpu > 0.1
