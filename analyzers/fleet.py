@@ -137,19 +137,24 @@ def _newest_accounting(table: str) -> str:
     """
 
 
-def load_usage(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(attempt_usage rows, lost_time rows) of the attempts that started in the window."""
-    tables = _tables(con)
-    if "attempt_usage" not in tables:
-        return pd.DataFrame(), pd.DataFrame()
-    where = ["TRUE"]
-    params: list[float] = []
+def _window(cfg: FleetConfig, first: str) -> tuple[list[str], list[float]]:
+    """WHERE terms (after `first`) and their parameters: started in [since, until)."""
+    where, params = [first], []
     if cfg.since is not None:
         where.append("start_time >= ?")
         params.append(cfg.since)
     if cfg.until is not None:
         where.append("start_time < ?")
         params.append(cfg.until)
+    return where, params
+
+
+def load_usage(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(attempt_usage rows, lost_time rows) of the attempts that started in the window."""
+    tables = _tables(con)
+    if "attempt_usage" not in tables:
+        return pd.DataFrame(), pd.DataFrame()
+    where, params = _window(cfg, "TRUE")
     usage = con.execute(
         f"SELECT * FROM ({_newest_accounting('attempt_usage')}) WHERE {' AND '.join(where)}", params
     ).df()
@@ -174,14 +179,7 @@ def _unaccounted(con: duckdb.DuckDBPyConnection, cfg: FleetConfig) -> list[tuple
     if "runs" not in tables:
         return []
     accounted = "SELECT DISTINCT job_id, run_id FROM attempt_usage" if "attempt_usage" in tables else None
-    where = ["end_time IS NOT NULL"]
-    params: list[float] = []
-    if cfg.since is not None:
-        where.append("start_time >= ?")
-        params.append(cfg.since)
-    if cfg.until is not None:
-        where.append("start_time < ?")
-        params.append(cfg.until)
+    where, params = _window(cfg, "end_time IS NOT NULL")
     sql = f"SELECT DISTINCT job_id, run_id FROM runs WHERE {' AND '.join(where)}"
     if accounted:
         sql = f"SELECT * FROM ({sql}) r WHERE NOT EXISTS (SELECT 1 FROM ({accounted}) a WHERE a.job_id = r.job_id AND a.run_id = r.run_id)"
