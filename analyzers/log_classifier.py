@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from triage.analyzers.log_signatures import (
     APP_SIDE_XIDS,
+    CAUSED_BY_XID_RE,
     KEYWORDS_RE,
     SIGNATURES,
     SIGNATURES_BY_KEYWORD,
@@ -138,6 +139,14 @@ def _culprit_fields(raw: str, body: str) -> tuple[int | None, str | None, int | 
     return rank, node, gpu, (pm.group(1).lower() if pm else None)
 
 
+def _cause_xid(body: str, code: int) -> int:
+    """The Xid a line stands for: the driver tags the cleanup Xid (45) it raises after a fault
+    with `caused by previous Xid N`, and N is the cause (taxonomy: root cause, not symptom)."""
+    if "caused by" in body and (m := CAUSED_BY_XID_RE.search(body)):
+        return int(m.group(1))
+    return code
+
+
 #: Table order breaks ties in strength: the more specific rows come first.
 _ORDER = {sig: i for i, sig in enumerate(SIGNATURES)}
 
@@ -154,10 +163,9 @@ def classify_line(text: str) -> LineMatch | None:
         if sig.regex.search(body) and (best is None or sig.strength > best[0]):
             best = (sig.strength, sig.id, sig.category, sig.description, sig.symptom, None, None)
     xid_pci = None
-    if "xid" in found:
-        xm = XID_RE.search(body)
-        if xm and int(xm.group("code")) in XID_TABLE:
-            code = int(xm.group("code"))
+    if "xid" in found and (xm := XID_RE.search(body)):
+        code = _cause_xid(body, int(xm.group("code")))
+        if code in XID_TABLE:
             category, strength, meaning = XID_TABLE[code]
             xid_pci = xm.group("pci")
             if category is not None and (best is None or strength >= best[0]):

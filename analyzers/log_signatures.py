@@ -124,6 +124,24 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "NVLink error",
     ),
+    # NVLink SHARP (NVLS) needs the NVSwitch multicast set up by the Fabric Manager: a CUDA
+    # failure inside NCCL's NVLS transport is that fabric's fault, not the application's.
+    _s(
+        "nccl-nvls-failure",
+        _C.NVLINK_ERROR,
+        "nvls.cc",
+        r"transport/nvls\.cc:\d+ NCCL WARN",
+        0.75,
+        "NVLink SHARP (NVSwitch multicast) failed in NCCL",
+    ),
+    _s(
+        "fabric-manager-not-ready",
+        _C.NVLINK_ERROR,
+        "not yet initialized",
+        r"system not yet initialized",
+        0.7,
+        "CUDA 802: the NVSwitch fabric is not up (Fabric Manager)",
+    ),
     _s(
         "nvswitch-sxid",
         _C.NVLINK_ERROR,
@@ -232,6 +250,43 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank was SIGKILLed (usually the host OOM killer)",
         symptom=True,
     ),
+    # DeepSpeed's and Accelerate's launchers report the same SIGKILL in their own words; with no
+    # Python error beside it the host OOM killer is the usual sender, hence a symptom's strength.
+    _s(
+        "launcher-child-sigkill",
+        _C.HOST_OOM,
+        "return code|sigkill",
+        r"exits with return code = -9\b|died with <Signals\.SIGKILL: 9>",
+        0.55,
+        "a launcher's child was SIGKILLed (usually the host OOM killer)",
+        symptom=True,
+    ),
+    _s(
+        "exit-code-137",
+        _C.HOST_OOM,
+        "exit code|exitcode|exit status|exited with",
+        r"exit(?:ed with)? ?(?:code|status)\s*[:=]?\s*137\b",
+        0.55,
+        "a container exited 137 (SIGKILL, usually the OOM killer)",
+        symptom=True,
+    ),
+    _s(
+        "k8s-oomkilled",
+        _C.HOST_OOM,
+        "oomkilled",
+        r"\bOOMKilled\b",
+        0.9,
+        "Kubernetes OOM-killed the container (memory limit)",
+    ),
+    _s(
+        "ray-worker-died",
+        _C.HOST_OOM,
+        "worker process has died",
+        r"actor is dead because its worker process has died",
+        0.55,
+        "a Ray worker process died without a Python error (usually the OOM killer)",
+        symptom=True,
+    ),
     _s(
         "torch-shm-full",
         _C.DATA_PIPELINE_ERROR,
@@ -300,6 +355,25 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _s("kernel-panic", _C.NODE_FAILURE, "kernel panic", r"Kernel panic - not syncing", 0.9, "kernel panic"),
     _s(
+        "ray-node-dead",
+        _C.NODE_FAILURE,
+        "heartbeats",
+        r"has been marked dead because .{0,40}missed too many heartbeats",
+        0.85,
+        "the Ray head lost a node's heartbeats",
+    ),
+    # What the driver prints about each actor on a lost node: the node's loss, said once per
+    # actor, so a cause named beside it (a drain, a preemption) outranks it.
+    _s(
+        "ray-actor-node-died",
+        _C.NODE_FAILURE,
+        "its node has died",
+        r"actor (?:is dead|died) because its node has died",
+        0.8,
+        "a Ray actor died with its node",
+        symptom=True,
+    ),
+    _s(
         "slurm-node-fail",
         _C.NODE_FAILURE,
         "node fail|node_fail",
@@ -328,9 +402,27 @@ SIGNATURES: tuple[Signature, ...] = (
         "pod-evicted",
         _C.PREEMPTION,
         "evict|low on resource",
-        r"\bpod (?:was )?evicted|The node was low on resource",
+        r"\bpod (?:was )?evicted|The node was low on resource|^\s*Reason:\s+Evicted\b",
         0.8,
         "the pod was evicted",
+    ),
+    # slurmstepd's line with no "DUE TO": someone ran scancel (or the session that owned the
+    # step ended), a stop from outside the job.
+    _s(
+        "slurm-cancelled",
+        _C.PREEMPTION,
+        "cancelled at",
+        r"\*\*\* (?:JOB|STEP) .{0,80}CANCELLED AT \S+ \*\*\*",
+        0.6,
+        "the Slurm job was cancelled from outside",
+    ),
+    _s(
+        "ray-node-preempted",
+        _C.PREEMPTION,
+        "preempted",
+        r"node was preempted",
+        0.85,
+        "the scheduler preempted the node",
     ),
     _s(
         "torchrun-sigterm",
@@ -647,6 +739,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "the checkpoint does not match the model (shapes)",
     ),
     _s(
+        "set-tensor-shape-mismatch",
+        _C.CHECKPOINT_ERROR,
+        "trying to set a tensor",
+        r"Trying to set a tensor of shape .* this looks? incorrect",
+        0.85,
+        "the checkpoint does not match the model (shapes)",
+    ),
+    _s(
         "zip-reader-failed",
         _C.CHECKPOINT_ERROR,
         "pytorchstreamreader",
@@ -724,8 +824,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "loss-is-nan",
         _C.NUMERICAL_INSTABILITY,
         "nan",
-        r"loss (?:is|became|=) ?nan|\bloss\b'?\s*[:=]\s*'?(?:nan|inf)\b|grad[_ ]norm'?\s*[:=]\s*'?nan\b"
-        r"|found NaN in|returned nan values|NaN or Inf found|detected inf or nan",
+        r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])\w*loss\w*'?\s*[:=]\s*'?[-+]?(?:nan|inf)\b"
+        r"|grad[_ ]norm'?\s*[:=]\s*'?nan\b|found NaN in|returned nan values|NaN or Inf found"
+        r"|detected inf or nan",
         0.85,
         "loss or gradients became NaN/Inf",
     ),
@@ -838,8 +939,11 @@ SIGNATURES: tuple[Signature, ...] = (
 
 #: Xid number -> (category, strength, meaning). Per docs/field-facts.md: 79/119/120 (and the other
 #: "GPU stopped answering" codes) drain the GPU; 48/63/64/92/94/95 are memory; 74 is NVLink;
-#: 13/31/43 are application-side CUDA faults unless they repeat on the same GPU; 45 only
-#: follows another Xid and so is a symptom. Codes not listed are not classified.
+#: 13/31/43 are application-side CUDA faults unless they repeat on the same GPU; 45 and 154 only
+#: follow another Xid and so name no cause of their own. NVIDIA's current catalog adds NVLink5
+#: (144-150, B100/GB200), C2C (121) and the Hopper/Blackwell codes below; none of them is rated
+#: 0.9, so the set of Xids that stop an attempt at once is unchanged. Codes not listed are not
+#: classified.
 XID_TABLE: dict[int, tuple[Category | None, float, str]] = {
     79: (_C.GPU_FALLEN_OFF_BUS, 0.95, "GPU fell off the bus"),
     119: (_C.GPU_FALLEN_OFF_BUS, 0.9, "GSP RPC timeout"),
@@ -847,28 +951,46 @@ XID_TABLE: dict[int, tuple[Category | None, float, str]] = {
     62: (_C.GPU_FALLEN_OFF_BUS, 0.8, "internal micro-controller halt"),
     140: (_C.GPU_FALLEN_OFF_BUS, 0.8, "unrecovered ECC escape"),
     143: (_C.GPU_FALLEN_OFF_BUS, 0.8, "GPU initialisation failure"),
+    158: (_C.GPU_FALLEN_OFF_BUS, 0.85, "GPU fatal timeout"),
+    169: (_C.GPU_FALLEN_OFF_BUS, 0.8, "SEC2 micro-controller halt"),
     48: (_C.GPU_MEMORY_ERROR, 0.95, "double-bit ECC error"),
     63: (_C.GPU_MEMORY_ERROR, 0.75, "row remapping recorded"),
     64: (_C.GPU_MEMORY_ERROR, 0.9, "row remapping failed"),
     92: (_C.GPU_MEMORY_ERROR, 0.6, "high single-bit ECC rate"),
     94: (_C.GPU_MEMORY_ERROR, 0.85, "contained ECC error"),
     95: (_C.GPU_MEMORY_ERROR, 0.95, "uncontained ECC error"),
+    171: (_C.GPU_MEMORY_ERROR, 0.85, "uncorrectable DRAM error (detail of an Xid 48)"),
+    172: (_C.GPU_MEMORY_ERROR, 0.85, "uncorrectable SRAM error (detail of an Xid 48)"),
     74: (_C.NVLINK_ERROR, 0.9, "NVLink error"),
+    121: (_C.NVLINK_ERROR, 0.4, "corrected C2C (Grace-GPU NVLink) errors"),
+    136: (_C.NVLINK_ERROR, 0.8, "NVLink training failed"),
+    144: (_C.NVLINK_ERROR, 0.85, "NVLink5 SAW error"),
+    145: (_C.NVLINK_ERROR, 0.85, "NVLink5 RLW error"),
+    146: (_C.NVLINK_ERROR, 0.85, "NVLink5 TLW error"),
+    147: (_C.NVLINK_ERROR, 0.85, "NVLink5 TREX error"),
+    148: (_C.NVLINK_ERROR, 0.85, "NVLink5 NVLPW_CTRL error"),
+    149: (_C.NVLINK_ERROR, 0.85, "NVLink5 NETIR (link) error"),
+    150: (_C.NVLINK_ERROR, 0.85, "NVLink5 MSE error"),
+    155: (_C.NVLINK_ERROR, 0.6, "NVLink link down (software defined)"),
+    167: (_C.PCIE_ERROR, 0.85, "PCIe fatal timeout"),
     13: (_C.CUDA_ERROR, 0.6, "graphics engine exception (application-side)"),
     31: (_C.CUDA_ERROR, 0.6, "GPU memory page fault (application-side)"),
     43: (_C.CUDA_ERROR, 0.6, "GPU stopped processing (application-side)"),
     68: (_C.CUDA_ERROR, 0.5, "video decoder exception (application-side)"),
     69: (_C.CUDA_ERROR, 0.5, "graphics engine class error (application-side)"),
     109: (_C.CUDA_ERROR, 0.55, "context switch timeout"),
+    137: (_C.CUDA_ERROR, 0.55, "NVLink privilege error (illegal peer access, application-side)"),
     45: (None, 0.0, "cleanup after another Xid"),
+    154: (None, 0.0, "recovery action changed (follows another Xid)"),
 }
 #: Xid codes that are application-side on their own; repeated on one GPU they point at hardware.
 APP_SIDE_XIDS = frozenset({13, 31, 43, 68, 69})
 # The two sets below live beside the table, free of pandas, so that `triage health-check` reads
 # them without loading the analyzers; `analyzers.gpu_health` re-exports them.
-#: Xids that record a fault the GPU survived (row remap pending, high single-bit rate): worth an
+#: Xids that record a fault the GPU survived (row remap pending, high single-bit rate, corrected C2C
+#: errors): worth an
 #: incident, never the reason an attempt ended.
-NON_FATAL_XIDS = frozenset({63, 92})
+NON_FATAL_XIDS = frozenset({63, 92, 121})
 #: Xids after which the GPU does no more work for its rank, so a running attempt is stopped and
 #: diagnosed as soon as one arrives instead of waiting for the hang it causes: the GPU-lost and
 #: uncorrectable-memory codes the Xid table rates 0.9 or more (79, 119, 120, 48, 64, 95). Not
@@ -887,6 +1009,10 @@ XID_RE = re.compile(
     r"\bS?Xid\b\s*(?:\((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
     r"(?:\.\d)?)?[^)]*\))?\s*:?\s*(?P<code>\d{1,3})\b"
 )
+
+#: The driver's tag on an Xid raised in the wake of another (`45, ... Ch 00000001 caused by previous
+#: Xid 149`): the earlier Xid is the cause.
+CAUSED_BY_XID_RE = re.compile(r"caused by previous Xid\s+(\d{1,3})\b", re.IGNORECASE)
 
 _KEYWORDS = sorted({k for s in SIGNATURES for k in s.keywords} | {"xid"}, key=len, reverse=True)
 
