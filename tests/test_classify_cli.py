@@ -93,6 +93,23 @@ def test_bench_classify_json(capsys):
     assert result["lines_per_s"] > 0 and isinstance(result["misses"], list)
 
 
+def test_bench_classify_reports_each_split_with_f1_and_confusion(tmp_path, capsys):
+    md = tmp_path / "classify.md"
+    assert main(["bench", "classify", "--json", "--repeat", "1", "--markdown", str(md)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    tuned, held = result["splits"]["tuned"], result["splits"]["heldout"]
+    assert tuned["files"] + held["files"] == result["files"]
+    assert set(held) >= {"per_category", "macro_f1", "micro_f1", "confusion", "rank_accuracy"}
+    assert held["micro_f1"] == held["accuracy"]
+    assert sum(sum(row.values()) for row in held["confusion"].values()) == held["files"]
+    text = md.read_text()
+    assert "### tuned" in text and "### heldout" in text and "| category | precision |" in text
+    # --target applies to the split asked for.
+    assert main(["bench", "classify", "--json", "--repeat", "1", "--split", "heldout", "--target", "1"]) == 1
+    only = json.loads(capsys.readouterr().out)
+    assert only["split"] == "heldout" and only["files"] == held["files"] and "splits" not in only
+
+
 def test_bench_classify_fails_below_target_and_reports_misses(tmp_path, capsys):
     (tmp_path / "a.log").write_text("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.\n")
     (tmp_path / "labels.json").write_text(
