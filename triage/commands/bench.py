@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "hooks": ("hooks", "training overhead of the in-rank telemetry (A/B) and cost per event"),
     "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
     "recovery": ("recovery", "time to detect and recover from a crash, a hang and a GPU fault; goodput"),
+    "rca": ("rca", "root-cause accuracy under a seeded random fault campaign: F1, culprit, action, latency"),
     "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
     "report": (
         "report",
