@@ -95,12 +95,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of Markdown")
 
 
-def campaign(cfg: RcaBenchConfig, data_root: Path) -> dict[str, Any]:
-    """Run every trial, one after another (each is a multi-process job on loopback)."""
+def campaign(cfg: RcaBenchConfig, data_root: Path, out: Path) -> dict[str, Any]:
+    """Run every trial, one after another (each is a multi-process job on loopback); the
+    scores so far are written after each trial, so an hour-long campaign cut short still
+    leaves its numbers (`trials_done` says how far it got)."""
     started = time.time()
     trials = plan(cfg.seed, cfg.kind_list(), cfg.repeat_count())
     judgements: list[Judgement] = []
     records = []
+    result: dict[str, Any] = {}
     for n, trial in enumerate(trials, 1):
         t0 = time.time()
         got, record = run_trial(trial, data_root / trial.name)
@@ -113,33 +116,40 @@ def campaign(cfg: RcaBenchConfig, data_root: Path) -> dict[str, Any]:
             file=sys.stderr,
             flush=True,
         )
-    return {
-        "benchmark": "rca",
-        "seed": cfg.seed,
-        "kinds": list(cfg.kind_list()),
-        "repeats": cfg.repeat_count(),
-        "trials": len(trials),
-        "wall_s": round(time.time() - started, 1),
-        "scores": score(judgements),
-        "judgements": [j.to_dict() for j in judgements],
-        "runs": records,
-    }
+        result = {
+            "benchmark": "rca",
+            "seed": cfg.seed,
+            "kinds": list(cfg.kind_list()),
+            "repeats": cfg.repeat_count(),
+            "trials": len(trials),
+            "trials_done": n,
+            "wall_s": round(time.time() - started, 1),
+            "scores": score(judgements),
+            "judgements": [j.to_dict() for j in judgements],
+            "runs": records,
+        }
+        write(result, out)
+    return result
+
+
+def write(result: dict[str, Any], out: Path) -> str:
+    """rca.json and rca.md under `out`; the Markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = markdown(result)
+    (out / "rca.json").write_text(json.dumps(result, indent=1))
+    (out / "rca.md").write_text(text)
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(RcaBenchConfig, args)
     tmp = None if cfg.data_dir else tempfile.mkdtemp(prefix="triage-bench-rca-")
     try:
-        result = campaign(cfg, Path(cfg.data_dir or str(tmp)))
+        result = campaign(cfg, Path(cfg.data_dir or str(tmp)), Path(cfg.out))
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    text = markdown(result)
-    (out / "rca.json").write_text(json.dumps(result, indent=1))
-    (out / "rca.md").write_text(text)
-    print(json.dumps(result, indent=1) if args.json else text)
+    print(json.dumps(result, indent=1) if args.json else write(result, Path(cfg.out)))
     s = result["scores"]
     rank = s["culprit"]["rank"]["value"]
     below = (s["macro_f1"] or 0.0) < cfg.min_macro_f1 or (

@@ -132,7 +132,12 @@ QUICK_KINDS = ("exception", "nan", "hang", "gpu_lost", "ecc", "pair_straggler_ha
 #: Fault steps of failing faults: after the first checkpoint (step 2) and the first steps'
 #: start-up skew, before the end; start-up faults strike the first step.
 FAIL_STEPS = (2, 3, 4, 5)
-FINDING_STEPS = 12  # steps of a job that runs on: enough slow steps for the straggler score
+#: Steps of a job that runs on: the analyzers judge no rank a straggler before it has
+#: completed 10 steps (AnalyzerConfig.straggler_min_steps).
+FINDING_STEPS = 12
+#: A pair's second fault waits for those 10 steps, so the first one can be found.
+PAIR_SECOND_STEP = 12
+PAIR_STEPS = 14
 STARTUP_KINDS = ("exception", "kill", "hang", "gpu_lost", "oom")
 
 
@@ -185,8 +190,8 @@ def _pair_hw_sw(rng: random.Random, layout: Layout, name: str) -> Job:
     return Job(
         name,
         layout,
-        10,
-        (_spec(hw, rng, hw_rank, 2), _spec(sw, rng, sw_rank, 7)),
+        PAIR_STEPS,
+        (_spec(hw, rng, hw_rank, 2), _spec(sw, rng, sw_rank, PAIR_SECOND_STEP)),
         (_expect(sw, sw_rank), _expect(hw, hw_rank)),
     )
 
@@ -198,8 +203,8 @@ def _pair_straggler_hang(rng: random.Random, layout: Layout, name: str) -> Job:
     return Job(
         name,
         layout,
-        10,
-        (_spec(slow, rng, slow_rank, 2), _spec(hang, rng, hang_rank, 7)),
+        PAIR_STEPS,
+        (_spec(slow, rng, slow_rank, 2), _spec(hang, rng, hang_rank, PAIR_SECOND_STEP)),
         (_expect(hang, hang_rank), _expect(slow, slow_rank)),
     )
 

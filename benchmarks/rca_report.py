@@ -32,7 +32,8 @@ def _culprit(c: dict[str, Any]) -> str:
 def markdown(result: dict[str, Any]) -> str:
     s = result["scores"]
     lines = [
-        f"## triage bench rca: {result['trials']} trials, {s['judgements']} judgements, "
+        f"## triage bench rca: {result.get('trials_done', result['trials'])} of {result['trials']} trials, "
+        f"{s['judgements']} judgements, "
         f"seed {result['seed']}, {result['wall_s'] / 60:.1f} min",
         "",
         *_table(
@@ -70,7 +71,7 @@ def markdown(result: dict[str, Any]) -> str:
         "Confusion (rows: true cause, columns: what Triage said):",
         "",
     ]
-    labels = sorted({g for row in s["confusion"].values() for g in row} | set(s["confusion"]))
+    labels = sorted({g for row in s["confusion"].values() for g in row})
     lines += _table(
         ["true \\ got", *labels],
         [[e, *(str(row.get(g, "")) for g in labels)] for e, row in sorted(s["confusion"].items())],

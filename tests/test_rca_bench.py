@@ -145,3 +145,17 @@ def test_the_plan_is_seeded_and_covers_every_kind_in_both_layouts():
         assert not KINDS[kind].culprit or len({j.expects[0].rank for j in jobs}) == 3  # three culprits
     # a subset keeps each kind's draws
     assert [t for t in full if t.kind in QUICK_KINDS and t.name.endswith("-0")] == plan(0, QUICK_KINDS, 1)
+
+
+@pytest.mark.slow
+def test_one_real_trial_is_judged_against_its_injection(tmp_path):
+    from triage.benchmarks.rca_trial import run_trial
+
+    (trial,) = plan(0, ("exception",), 1)
+    (got,), record = run_trial(trial, tmp_path)
+    (run,) = record["runs"]
+    assert run["status"] == "failed" and len(run["attempts"]) == 1, record
+    assert (got.expected, got.got) == ("user_code_error", "user_code_error"), got
+    assert got.expected_culprit.node is not None and got.rank_ok and got.node_ok, got
+    assert (got.expected_action, got.got_action) == ("fail_fast", "fail_fast")
+    assert got.detect_s is not None and got.detect_s > 0 and not got.missed
