@@ -50,8 +50,10 @@ class JobData:
       agreed_loss, agreeing, ranks
     - `arrivals`: per (attempt, rank): collectives, last_arrivals (times it entered a collective
       last), wait_caused_s (how long the others waited for it in those collectives)
-    - `last_collectives`: per (attempt, rank, group): last_entered_seq, last_completed_seq,
-      last_op, last_enter_time
+    - `last_collectives`: per (attempt, rank, group), for the groups some rank's last heartbeat
+      shows it blocked in (the one question the hang analysis asks of them; none for a job no
+      rank was left waiting in, which spares a pass over every collective row):
+      last_entered_seq, last_completed_seq, last_op, last_enter_time
     - `heartbeats`: per (attempt, rank) the last heartbeat: first_time, time, step, inflight_op,
       inflight_group, inflight_seq, inflight_since
     - `events`: every event but canaries: attempt, rank, node, gpu, time, kind, step, message,
@@ -308,7 +310,8 @@ _LAST_COLLECTIVES_SQL = """
 SELECT attempt, rank, "group", max(seq) AS last_entered_seq,
        max(seq) FILTER (WHERE end_time IS NOT NULL) AS last_completed_seq,
        arg_max(op, seq) AS last_op, max(enter_time) AS last_enter_time
-FROM collectives WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY ALL ORDER BY attempt, rank, "group"
+FROM collectives WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND list_contains($waited, "group")
+GROUP BY ALL ORDER BY attempt, rank, "group"
 """
 
 _HEARTBEATS_SQL = """
@@ -504,6 +507,10 @@ _EMPTY_COLUMNS: dict[str, list[str]] = {
 }
 
 
+def _empty(frame: str) -> pd.DataFrame:
+    return pd.DataFrame(columns=_EMPTY_COLUMNS[frame])
+
+
 def _query(
     con: duckdb.DuckDBPyConnection,
     have: set[str],
@@ -513,7 +520,7 @@ def _query(
     params: dict[str, object],
 ) -> pd.DataFrame:
     if not set(needs) <= have:
-        return pd.DataFrame(columns=_EMPTY_COLUMNS[frame])
+        return _empty(frame)
     used = {k: v for k, v in params.items() if f"${k}" in sql}
     return con.execute(sql, used).df()
 
@@ -550,6 +557,7 @@ def load_job(
     ).dropna()
     params["t0"] = float(times.min()) - margin_s if not times.empty else 0.0
     params["t1"] = float(times.max()) + TAIL_S if not times.empty else 0.0
+    params["waited"] = sorted(str(g) for g in heartbeats["inflight_group"].dropna().unique())
     return JobData(
         job_id=job_id,
         run_id=chosen.run_id,
@@ -561,7 +569,11 @@ def load_job(
         nonfinite_steps=q("nonfinite_steps", ("steps",), _NONFINITE_SQL),
         loss_outliers=q("loss_outliers", ("steps",), _LOSS_OUTLIERS_SQL),
         arrivals=q("arrivals", ("collectives",), _ARRIVALS_SQL),
-        last_collectives=q("last_collectives", ("collectives",), _LAST_COLLECTIVES_SQL),
+        last_collectives=(
+            q("last_collectives", ("collectives",), _LAST_COLLECTIVES_SQL)
+            if params["waited"]
+            else _empty("last_collectives")
+        ),
         heartbeats=heartbeats,
         events=events,
         canary_mismatches=q("canary_mismatches", ("events",), _CANARY_SQL),
