@@ -11,6 +11,7 @@ the expected columns: the analyzers then simply find nothing there.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import duckdb
@@ -518,11 +519,16 @@ def _query(
     frame: str,
     sql: str,
     params: dict[str, object],
+    timings: dict[str, float] | None,
 ) -> pd.DataFrame:
     if not set(needs) <= have:
         return _empty(frame)
     used = {k: v for k, v in params.items() if f"${k}" in sql}
-    return con.execute(sql, used).df()
+    start = time.perf_counter()
+    out = con.execute(sql, used).df()
+    if timings is not None:
+        timings[frame] = time.perf_counter() - start
+    return out
 
 
 def load_job(
@@ -532,9 +538,12 @@ def load_job(
     run: str | None = None,
     window_steps: int = DEFAULT_WINDOW_STEPS,
     margin_s: float = DEFAULT_MARGIN_S,
+    timings: dict[str, float] | None = None,
 ) -> JobData:
     """Read one run of a job from a store snapshot (views named after the tables): the one
-    `run` names (a run id, or `NO_RUN`), by default the newest.
+    `run` names (a run id, or `NO_RUN`), by default the newest. Where `timings` is given, each
+    frame's query seconds are put in it under the frame's name (where the time of a large job
+    goes: `triage bench analyze-scale`).
 
     Raises KeyError when the store has no record of `job_id` (`list_jobs` names the known ones)
     or of that run (`list_runs`).
@@ -544,7 +553,7 @@ def load_job(
     params: dict[str, object] = {"job": job_id, "run": chosen.run_id, "window": window_steps}
 
     def q(frame: str, needs: tuple[str, ...], sql: str) -> pd.DataFrame:
-        return _query(con, have, needs, frame, sql, params)
+        return _query(con, have, needs, frame, sql, params, timings)
 
     ranks = q("ranks", ("ranks",), _RANKS_SQL)
     events = q("events", ("events",), _EVENTS_SQL)
