@@ -89,6 +89,10 @@ _RANK_RES = (
     re.compile(r"\blocal_rank: (\d+) \(pid"),  # torchrun "failed (...) local_rank: 3"
     re.compile(r"(?<![\w.])Rank (\d+)\b(?! Skipping)"),  # "Rank 3" in prose
     re.compile(r"\brank (\d+): \w*(?:Error|Exception)\b"),  # a collective's gathered failures
+    re.compile(r"\bprocess rank (\d+) with PID"),  # mpirun "noticed that process rank 7 with PID"
+    # DeepSpeed's and Accelerate's launchers name a dead child by its command line: its local
+    # rank, which is the rank on a single node.
+    re.compile(r"'--local_rank=(\d+)'"),
 )
 _NODE_RES = (
     re.compile(r"^\s*host\s*:\s*(\S+)"),  # torchrun summary

@@ -135,6 +135,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "NVLink SHARP (NVSwitch multicast) failed in NCCL",
     ),
     _s(
+        "nvls-bind-multicast",
+        _C.NVLINK_ERROR,
+        "nvls|nvswitches",
+        r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory"
+        r"|configuration error in the Fabric Manager or NVSwitches",
+        0.8,
+        "NCCL could not bind NVSwitch multicast memory (Fabric Manager / NVSwitch)",
+    ),
+    _s(
         "fabric-manager-not-ready",
         _C.NVLINK_ERROR,
         "not yet initialized",
@@ -277,6 +286,37 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\bOOMKilled\b",
         0.9,
         "Kubernetes OOM-killed the container (memory limit)",
+    ),
+    # Ray's memory monitor kills a worker when the node's host memory passes its threshold; the
+    # exception is named OutOfMemoryError but says nothing of the GPU.
+    _s(
+        "ray-memory-monitor-kill",
+        _C.HOST_OOM,
+        "running low on memory|memory pressure",
+        r"was killed due to the node running low on memory"
+        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        0.85,
+        "Ray killed a worker: the node ran low on host memory",
+    ),
+    # A shell's report of a child it lost to SIGKILL (`script: line 10:    93 Killed   cmd`) and
+    # mpirun's: no Python error beside them, so the OOM killer is the usual sender.
+    _s(
+        "shell-child-killed",
+        _C.HOST_OOM,
+        "killed",
+        r"\bline \d+:\s+\d+ Killed\s+\S",
+        0.55,
+        "the shell's child was SIGKILLed (usually the host OOM killer)",
+        symptom=True,
+    ),
+    _s(
+        "mpirun-signal-9",
+        _C.HOST_OOM,
+        "signal 9",
+        r"process rank \d+ .{0,80}exited on signal 9 \(Killed\)",
+        0.55,
+        "mpirun reports a rank SIGKILLed (usually the host OOM killer)",
+        symptom=True,
     ),
     _s(
         "ray-worker-died",
@@ -762,6 +802,32 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "the checkpoint could not be written",
     ),
+    # torch.save's zip writer: the file could not be created, or the archive ended short of what
+    # was written (`unexpected pos N vs M`, a full or failing disk, said as the checkpoint's fault).
+    _s(
+        "zip-writer-open-failed",
+        _C.CHECKPOINT_ERROR,
+        "cannot be opened",
+        r"^RuntimeError: File \S.* cannot be opened\.",
+        0.75,
+        "the checkpoint file could not be opened for writing",
+    ),
+    _s(
+        "zip-writer-unexpected-pos",
+        _C.CHECKPOINT_ERROR,
+        "unexpected pos",
+        r"inline_container\.cc:\d+\] ?\. ?unexpected pos \d+ vs \d+",
+        0.75,
+        "the checkpoint archive was written short",
+    ),
+    _s(
+        "lightning-weights-only-resume",
+        _C.CHECKPOINT_ERROR,
+        "contains only the model",
+        r"Trying to restore \w+ state but checkpoint contains only the model",
+        0.85,
+        "resumed from a weights-only checkpoint (no optimizer/trainer state)",
+    ),
     _s(
         "unpickling",
         _C.CHECKPOINT_ERROR,
@@ -781,8 +847,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "dcp-exception",
         _C.CHECKPOINT_ERROR,
-        "checkpointexception",
-        r"CheckpointException",
+        "checkpointexception|checkpointingexception",
+        r"Checkpoint(?:ing)?Exception",
         0.8,
         "distributed checkpoint save/load failed",
     ),
@@ -799,7 +865,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "cuda-oom",
         _C.GPU_OOM,
         "out of memory|outofmemory",
-        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
+        r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|CUDA error: out of memory"
         r"|Cuda failure 'out of memory'|HIP out of memory",
         0.95,
         "the GPU ran out of memory",
@@ -825,6 +891,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NUMERICAL_INSTABILITY,
         "nan",
         r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])\w*loss\w*'?\s*[:=]\s*'?[-+]?(?:nan|inf)\b"
+        r"|(?<![\w-])(?:train |val |valid )?loss\s+[-+]?(?:nan|inf)\b(?!\s*(?:loss|is|was|when|in|at|after)\b)"
         r"|grad[_ ]norm'?\s*[:=]\s*'?nan\b|found NaN in|returned nan values|NaN or Inf found"
         r"|detected inf or nan",
         0.85,

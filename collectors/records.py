@@ -33,8 +33,8 @@ CLOCK_EVENT_REASONS: dict[int, str] = {
 #: normal, sync boost is by design. The one definition the analyzers, dashboard and exporter use.
 HEALTH_CLOCK_EVENT_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
-#: Xids after which the GPU no longer answers (fallen off the bus, GSP timeout/error).
-GPU_LOST_XIDS = frozenset({79, 119, 120})
+#: Xids after which the GPU no longer answers (fallen off the bus, GSP timeout/error, fatal timeout).
+GPU_LOST_XIDS = frozenset({79, 119, 120, 158})
 
 
 class ClockEventFlags(TypedDict):
