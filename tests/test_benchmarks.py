@@ -88,7 +88,9 @@ def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
             "--skip-training",
             "--events",
             "2000",
-            "--event-target-us",
+            "--collective-target-us",
+            "1e9",
+            "--step-target-us",
             "1e9",
             "--auto-step-target-us",
             "1e9",
@@ -102,6 +104,9 @@ def test_bench_hooks_measures_the_zero_code_hooks_beside_the_explicit_ones():
     # differences of two timings: on a busy machine one can come out below zero, so the test
     # checks that they are measured and judged, not how large they are
     assert math.isfinite(r["auto_step_record_us"]) and math.isfinite(r["step_record_us"])
+    modelled_us = r["step_record_us"] + 300 * r["collective_record_us"]
+    assert r["modelled_overhead_pct"] == pytest.approx(modelled_us / 100_000 * 100)
+    assert r["writer_row_us"] > 0
     assert r["within_targets"]
     tight = subprocess.run(
         [

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 import weakref
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch.distributed as dist
 from triage.ports import free_port
 from triage.trainer_hooks import MonitorConfig, TrainingMonitor
 from triage.trainer_hooks.buffer import RecordBuffer
-from triage.trainer_hooks.collective_timing import busbw_factor
+from triage.trainer_hooks.collective_timing import WRAPPED, busbw_factor
 from triage.trainer_hooks.spool_schema import SPOOL_TABLES, parse_segment_name, read_segment
 from triage.trainer_hooks.spool_writer import SpoolWriter
 
@@ -88,11 +89,70 @@ def test_steps_collectives_events_and_heartbeats_reach_the_spool(tmp_path, world
 
 
 def test_collective_wrappers_are_removed_on_close(tmp_path, world1):
-    original = dist.all_reduce
+    original, destroy = dist.all_reduce, dist.destroy_process_group
     mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()
-    assert dist.all_reduce is not original
+    assert dist.all_reduce is not original and dist.destroy_process_group is not destroy
     mon.close()
-    assert dist.all_reduce is original
+    assert dist.all_reduce is original and dist.destroy_process_group is destroy
+
+
+def test_every_wrapped_collective_records_one_row_with_its_size_and_bandwidth(tmp_path, world1):
+    """One row per call, also for the ops torch implements through others: the wrapper keeps
+    no "already inside a collective" state, so a wrapped op that called another would count
+    twice here."""
+
+    def t():
+        return torch.ones(4)
+
+    calls = {
+        "all_reduce": lambda: dist.all_reduce(t()),
+        "all_reduce_coalesced": lambda: dist.all_reduce_coalesced([t(), t()]),
+        "broadcast": lambda: dist.broadcast(t(), 0),
+        "reduce": lambda: dist.reduce(t(), 0),
+        "all_gather": lambda: dist.all_gather([t()], t()),
+        "all_gather_single": lambda: dist.all_gather_single(t(), t()),
+        "reduce_scatter": lambda: dist.reduce_scatter(t(), [t()]),
+        "reduce_scatter_single": lambda: dist.reduce_scatter_single(t(), t()),
+        "all_to_all_single": lambda: dist.all_to_all_single(t(), t()),
+        "all_to_all": lambda: dist.all_to_all([t()], [t()]),
+        "barrier": lambda: dist.barrier(),  # noqa: PLW0108 (looked up at the call, once wrapped)
+    }
+    assert set(calls) == set(WRAPPED)
+    mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # all_reduce_coalesced is deprecated
+        for call in calls.values():
+            call()
+    mon.close()
+
+    coll = read_spool(tmp_path, "collectives").to_pandas()
+    assert list(coll["op"]) == [WRAPPED[name].op for name in calls]
+    assert list(coll["seq"]) == list(range(1, len(calls) + 1))
+    assert list(coll["bytes"]) == [16, 32, 16, 16, 16, 16, 16, 16, 16, 16, 0]
+    assert list(coll["dtype"]) == ["float32"] * 10 + [""]
+    assert (coll["group"] == "0").all() and (coll["group_size"] == 1).all()
+    timed = coll[(coll.end_time > coll.enter_time) & (coll.bytes > 0)]
+    algbw = timed["bytes"] / (timed["end_time"] - timed["enter_time"])
+    assert timed["algbw_bytes_per_s"].tolist() == pytest.approx(algbw.tolist())
+    assert timed["busbw_bytes_per_s"].tolist() == pytest.approx(algbw.tolist())  # one rank: factor 1
+
+
+def test_collectives_are_recorded_across_a_new_default_group(tmp_path, monkeypatch):
+    """A monitor started before the process group (the zero-code hooks are): a collective
+    before `init_process_group` fails as torch makes it fail, and one after a destroy and a new
+    init is named from the new group."""
+    mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()
+    with pytest.raises((RuntimeError, ValueError)):
+        dist.all_reduce(torch.ones(1))
+    for _ in range(2):
+        monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+        monkeypatch.setenv("MASTER_PORT", str(free_port()))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        dist.all_reduce(torch.ones(1))
+        dist.destroy_process_group()
+    mon.close()
+    coll = read_spool(tmp_path, "collectives").to_pandas()
+    assert list(coll["seq"]) == [1, 2] and (coll["group_size"] == 1).all()
 
 
 def test_close_restores_every_process_hook_it_installed(tmp_path, world1):

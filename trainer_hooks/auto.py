@@ -127,10 +127,7 @@ class AutoInstrument:
         duration = now - start
         optimizer_s = now - self._pre_t
         blocked = self.monitor._collectives.blocked_s
-        t._t0 = start
-        t._phase_s[0] = 0.0
-        t._phase_s[1] = max(0.0, duration - optimizer_s - blocked)
-        t._phase_s[2] = optimizer_s
+        t.set_phases(start, 0.0, max(0.0, duration - optimizer_s - blocked), optimizer_s)
         t.loss = t.grad_norm = None
         t.record(loss=self._loss, grad_norm=self._grad_norm)
         self._loss = self._grad_norm = None

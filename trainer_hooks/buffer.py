@@ -2,6 +2,8 @@
 
 `deque.append` and `deque.popleft` are atomic, so the hot path pays one length check and one
 append; when a table is full the record is dropped and counted rather than blocking training.
+Rows are whatever their producer appends (tuples of primitives, not yet spool rows): turning
+them into the spool's columns is the writer thread's work.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ class RecordBuffer:
             return False
         q.append(row)
         return True
+
+    def queue(self, table: str) -> deque[tuple[Any, ...]]:
+        """The table's queue itself, for a per-event hot path that appends without a call: it
+        appends only below `capacity` and calls `drop` instead (as `put` does)."""
+        return self._queues[table]
+
+    def drop(self, table: str) -> None:
+        self.dropped[table] += 1
 
     def drain(self, table: str, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Take up to `limit` rows in arrival order (all that are there when called)."""

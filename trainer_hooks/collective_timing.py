@@ -8,12 +8,16 @@ collectives used inside DTensor redistribution and p2p send/recv are not seen.)
 Per call the hot path takes a timestamp, bumps the group's sequence number and appends one tuple;
 completion comes from the call returning (blocking op), from the work's future (async op), or on
 CUDA from events resolved later by the writer thread, never by a device sync. Bandwidth follows
-nccl-tests: algbw = bytes / time, busbw = algbw x the op's factor.
+nccl-tests: algbw = bytes / time, busbw = algbw x the op's factor; the writer thread computes
+it, and names the dtype, so that the hot path only reads what it must read at the call.
+None of the wrapped functions calls another (tests/test_trainer_hooks.py checks each op records
+one row), so the wrapper keeps no per-thread "already inside" state: a collective that a
+process-group backend written in Python issues inside one is recorded as one of its own group.
 """
 
 from __future__ import annotations
 
-import threading
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,24 +43,29 @@ def busbw_factor(op: str, n: int) -> float:
 
 def _nbytes(x: Any) -> int:
     if isinstance(x, torch.Tensor):
-        return x.numel() * x.element_size()
+        return x.nbytes
     if isinstance(x, (list, tuple)):
         return sum(_nbytes(t) for t in x)
     return 0
 
 
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-def _dtype(x: Any) -> str:
+def _dtype(x: Any) -> torch.dtype | None:
+    """The data's dtype object: its name is looked up by the writer thread (`dtype_name`)."""
     if isinstance(x, torch.Tensor):
-        name = _DTYPE_NAMES.get(x.dtype)
-        if name is None:
-            name = _DTYPE_NAMES[x.dtype] = str(x.dtype).removeprefix("torch.")
-        return name
+        return x.dtype
     if isinstance(x, (list, tuple)) and x:
         return _dtype(x[0])
-    return ""
+    return None
+
+
+_DTYPE_NAMES: dict[torch.dtype | None, str] = {None: ""}
+
+
+def dtype_name(dtype: torch.dtype | None) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 @dataclass(frozen=True)
@@ -87,8 +96,23 @@ WRAPPED: dict[str, _OpSpec] = {
 }
 
 
-#: A `collectives` row up to its end: (seq, op, group, group size, bytes, dtype, step, enter).
-_Row = tuple[int, str, str, int, int, str, int | None, float]
+#: A collective as the hot path knows it on entry: (seq, op, group, group size, bytes, dtype,
+#: step, enter). What it buffers is this row with its end (None while unknown) appended: one
+#: flat tuple of plain values, the cheapest record to build and one the garbage collector stops
+#: tracking at its first pass. The dtype is torch's object and the bandwidths are left out: the
+#: writer thread names and derives them (`spool_row`).
+_Row = tuple[int, str, str, int, int, torch.dtype | None, int | None, float]
+
+
+def spool_row(raw: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A buffered collective as the spool's `collectives` row, with the names and bandwidths
+    the hot path leaves to the writer thread."""
+    seq, op, group, size, nbytes, dtype, step, enter, end = raw
+    algbw = busbw = None
+    if end is not None and end > enter and nbytes > 0:
+        algbw = nbytes / (end - enter)
+        busbw = algbw * busbw_factor(op, size)
+    return (seq, op, group, size, nbytes, dtype_name(dtype), step, enter, end, algbw, busbw)
 
 
 class CollectiveRecorder:
@@ -99,13 +123,17 @@ class CollectiveRecorder:
         self.clock = clock
         self.step: int | None = None
         self.blocked_s = 0.0  # time the calling thread spent inside blocking collectives
-        self.recorded = 0
         self._seq: dict[str, int] = {}
+        # (name, size) by the id of the group object a call passed (None: the default group),
+        # emptied when a group is destroyed: a later group may get a dead one's id
         self._groups: dict[int, tuple[str, int]] = {}
-        self._inflight: dict[tuple[str, int], tuple[str, float]] = {}
+        # Rows entered and not finished, oldest first; a list, not a dict keyed by (group, seq):
+        # an append and a remove of the last entry cost less than building a key and hashing it.
+        # Each row is removed by its own call, once; a closing monitor hides them instead.
+        self._inflight: list[_Row] = []
+        self._inflight_forgotten = False
         self._pending_cuda: list[tuple[_Row, Any, Any, float]] = []
         self._originals: dict[str, Callable[..., Any]] = {}
-        self._local = threading.local()
 
     # -- install -------------------------------------------------------------------------------
     def install(self) -> None:
@@ -113,13 +141,19 @@ class CollectiveRecorder:
             return
         for name, spec in WRAPPED.items():
             original = getattr(c10d, name, None)
-            if original is None:
-                continue
-            self._originals[name] = original
-            wrapper = self._wrap(original, spec)
-            setattr(c10d, name, wrapper)
-            if getattr(dist, name, None) is original:
-                setattr(dist, name, wrapper)
+            if original is not None:
+                self._patch(name, original, self._wrap(original, spec))
+        self._patch(
+            "destroy_process_group",
+            c10d.destroy_process_group,
+            self._forgets_groups(c10d.destroy_process_group),
+        )
+
+    def _patch(self, name: str, original: Callable[..., Any], replacement: Callable[..., Any]) -> None:
+        self._originals[name] = original
+        setattr(c10d, name, replacement)
+        if getattr(dist, name, None) is original:
+            setattr(dist, name, replacement)
 
     def uninstall(self) -> None:
         for name, original in self._originals.items():
@@ -129,72 +163,95 @@ class CollectiveRecorder:
         self._originals.clear()
 
     # -- hot path ------------------------------------------------------------------------------
-    def _group(self, group: Any) -> tuple[str, int]:
-        if group is None:
-            group = c10d.GroupMember.WORLD or c10d._get_default_group()
-        key = id(group)
-        cached = self._groups.get(key)
-        if cached is None:
+    def _describe(self, group: Any) -> tuple[str, int] | None:
+        """(name, size) of a group seen for the first time, cached; None while there is no
+        default group to stand for `group=None`."""
+        pg = c10d.GroupMember.WORLD if group is None else group
+        if pg is None:
+            return None
+        try:
+            described = (str(pg.group_name), int(pg.size()))
+        except Exception:  # noqa: BLE001 (a group torch cannot describe keeps a synthetic name)
+            described = (f"pg{id(pg):x}", 0)
+        self._groups[id(group)] = described
+        return described
+
+    def _forgets_groups(self, destroy: Callable[..., Any]) -> Callable[..., Any]:
+        """`destroy_process_group` that also empties the group cache: the default group a later
+        `init_process_group` makes may have another size."""
+
+        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
             try:
-                cached = (str(group.group_name), int(group.size()))
-            except Exception:  # noqa: BLE001 (a group torch cannot describe keeps a synthetic name)
-                cached = (f"pg{key:x}", 0)
-            self._groups[key] = cached
-        return cached
+                return destroy(*args, **kwargs)
+            finally:
+                self._groups.clear()
+
+        return destroy_process_group
 
     def _wrap(self, original: Callable[..., Any], spec: _OpSpec) -> Callable[..., Any]:
-        recorder = self
+        # Everything the wrapper reads per call is a local of this closure: an attribute or a
+        # global lookup costs as much as the append that records the row.
+        recorder, clock, seqs, inflight, groups = (
+            self,
+            self.clock,
+            self._seq,
+            self._inflight,
+            self._groups,
+        )
+        queue, capacity = self.buffer.queue("collectives"), self.buffer.capacity
+        op, group_pos, async_pos = spec.op, spec.group_pos, spec.async_pos
+        # an op without data (barrier) looks for it where no call puts it
+        data_name, data_pos = (spec.data_name, spec.data_pos) if spec.data_name else ("", sys.maxsize)
+        tensor_type = torch.Tensor
+        # without a GPU no tensor is on CUDA: not asking saves one tensor attribute per call
+        cuda_possible = torch.cuda.is_available()
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            local = recorder._local
-            if getattr(local, "active", False):
+            n = len(args)
+            data = args[data_pos] if n > data_pos else kwargs.get(data_name)
+            group = args[group_pos] if n > group_pos else kwargs.get("group")
+            async_op = args[async_pos] if n > async_pos else kwargs.get("async_op", False)
+            described = groups.get(id(group)) or recorder._describe(group)
+            if described is None:  # not initialised: torch raises its own error
                 return original(*args, **kwargs)
-            if spec.data_name is None:
-                data = None
-            elif len(args) > spec.data_pos:
-                data = args[spec.data_pos]
+            gname, gsize = described
+            seq = seqs.get(gname, 0) + 1
+            seqs[gname] = seq
+            dtype: torch.dtype | None
+            if isinstance(data, tensor_type):
+                nbytes, dtype, cuda = data.nbytes, data.dtype, cuda_possible and not async_op and data.is_cuda
             else:
-                data = kwargs.get(spec.data_name)
-            group = args[spec.group_pos] if len(args) > spec.group_pos else kwargs.get("group")
-            async_op = args[spec.async_pos] if len(args) > spec.async_pos else kwargs.get("async_op", False)
-            try:
-                gname, gsize = recorder._group(group)
-            except Exception:  # noqa: BLE001 (not initialised / not a member: let torch raise its own error)
-                return original(*args, **kwargs)
-            seq = recorder._seq.get(gname, 0) + 1
-            recorder._seq[gname] = seq
-            nbytes = _nbytes(data)
-            enter = recorder.clock()
-            key = (gname, seq)
-            recorder._inflight[key] = (spec.op, enter)
-            cuda = isinstance(data, torch.Tensor) and data.is_cuda
+                nbytes, dtype, cuda = _nbytes(data), _dtype(data), False
+            step = recorder.step
+            enter = clock()
+            row: _Row = (seq, op, gname, gsize, nbytes, dtype, step, enter)
+            inflight.append(row)
             start_ev = None
-            if cuda and not async_op:
+            if cuda:
                 # torch.cuda.Event's constructor is unannotated
                 start_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start_ev.record()
-            local.active = True
             try:
                 result = original(*args, **kwargs)
             except BaseException:
-                recorder._inflight.pop(key, None)
+                inflight.remove(row)
                 raise
-            finally:
-                local.active = False
-            row: _Row = (seq, spec.op, gname, gsize, nbytes, _dtype(data), recorder.step, enter)
             if async_op and result is not None and hasattr(result, "get_future"):
-                recorder._complete_on_future(row, key, result)
+                recorder._complete_on_future(row, result)
             elif start_ev is not None:
                 # torch.cuda.Event's constructor is unannotated
                 end_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 end_ev.record()
                 recorder._pending_cuda.append((row, start_ev, end_ev, enter))
-                recorder._inflight.pop(key, None)
+                inflight.remove(row)
             else:
-                end = recorder.clock()
-                recorder._inflight.pop(key, None)
+                end = clock()
+                inflight.remove(row)
                 recorder.blocked_s += end - enter
-                recorder._emit(row, end)
+                if len(queue) < capacity:
+                    queue.append((seq, op, gname, gsize, nbytes, dtype, step, enter, end))
+                else:
+                    recorder.buffer.drop("collectives")
             return result
 
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
@@ -202,28 +259,19 @@ class CollectiveRecorder:
         wrapper.__doc__ = original.__doc__
         return wrapper
 
-    def _complete_on_future(self, row: _Row, key: tuple[str, int], work: Any) -> None:
+    def _complete_on_future(self, row: _Row, work: Any) -> None:
         try:
             fut = work.get_future()
         except Exception:  # noqa: BLE001 (no futures on this backend: completion unknown)
-            self._inflight.pop(key, None)
-            self._emit(row, None)
+            self._inflight.remove(row)
+            self.buffer.put("collectives", row + (None,))
             return
 
         def done(_: Any) -> None:
-            self._inflight.pop(key, None)
-            self._emit(row, self.clock())
+            self._inflight.remove(row)
+            self.buffer.put("collectives", row + (self.clock(),))
 
         fut.add_done_callback(done)
-
-    def _emit(self, row: _Row, end: float | None) -> None:
-        enter = row[-1]
-        algbw = busbw = None
-        if end is not None and end > enter and row[4] > 0:
-            algbw = row[4] / (end - enter)
-            busbw = algbw * busbw_factor(row[1], row[3])
-        self.buffer.put("collectives", row + (end, algbw, busbw))
-        self.recorded += 1
 
     # -- writer thread -------------------------------------------------------------------------
     def resolve_cuda(self) -> None:
@@ -231,22 +279,19 @@ class CollectiveRecorder:
         still = []
         for row, start_ev, end_ev, enter in self._pending_cuda:
             if end_ev.query():
-                self._emit(row, enter + start_ev.elapsed_time(end_ev) / 1000.0)
+                self.buffer.put("collectives", row + (enter + start_ev.elapsed_time(end_ev) / 1000.0,))
             else:
                 still.append((row, start_ev, end_ev, enter))
         self._pending_cuda = still
 
     def oldest_inflight(self) -> tuple[str, str, int, float] | None:
         """(op, group, seq, since) of the longest-waiting unfinished collective, for heartbeats."""
-        items = list(self._inflight.items())
-        if not items:
+        rows = list(self._inflight)
+        if not rows or self._inflight_forgotten:
             return None
-        (group, seq), (op, since) = min(items, key=lambda kv: kv[1][1])
+        seq, op, group, _, _, _, _, since = min(rows, key=lambda r: r[7])
         return op, group, seq, since
 
     def forget_inflight(self) -> None:
-        self._inflight.clear()
-
-    def take_blocked(self) -> float:
-        value, self.blocked_s = self.blocked_s, 0.0
-        return value
+        """From now on no collective is reported in flight (a rank that exits is not blocked)."""
+        self._inflight_forgotten = True

@@ -38,6 +38,7 @@ import torch
 from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.canary import Canary
 from triage.trainer_hooks.collective_timing import CollectiveRecorder
+from triage.trainer_hooks.collective_timing import spool_row as spool_collective
 from triage.trainer_hooks.config import MonitorConfig
 from triage.trainer_hooks.flight_recorder import FlightRecorderDumper
 from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
@@ -48,26 +49,40 @@ if TYPE_CHECKING:
     from triage.trainer_hooks.spool_writer import SpoolWriter
 
 
+# module globals: one lookup on the hot path, not two
+_perf_counter = time.perf_counter
+_isfinite = math.isfinite
+
+
+#: What the hot path buffers per step: (step, start on the perf_counter clock, duration, data,
+#: compute and optimizer seconds, seconds blocked in collectives, tokens, samples, loss, grad
+#: norm, peak memory bytes); `_spool_step` derives the rest of the spool's row from it.
+_StepRow = tuple[int, float, float, float, float, float, float, int, int, Any, Any, int]
+
+
+def _nonfinite(loss: float | None, gnorm: float | None) -> bool:
+    return (loss is not None and not _isfinite(loss)) or (gnorm is not None and not _isfinite(gnorm))
+
+
 def _is_cuda(device: torch.device | None) -> bool:
     return device is not None and device.type == "cuda"
 
 
 class _Phase:
-    """A reusable timer for one phase of the step; adds its duration to the step's slot."""
+    """A reusable timer for one phase of the step: sums its durations within the step."""
 
-    __slots__ = ("_slot", "_t0", "_timer")
+    __slots__ = ("_t0", "seconds")
 
-    def __init__(self, timer: StepTimer, slot: int) -> None:
-        self._timer = timer
-        self._slot = slot
+    def __init__(self) -> None:
         self._t0 = 0.0
+        self.seconds = 0.0
 
     def __enter__(self) -> _Phase:
-        self._t0 = time.perf_counter()
+        self._t0 = _perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._timer._phase_s[self._slot] += time.perf_counter() - self._t0
+        self.seconds += _perf_counter() - self._t0
 
 
 class StepTimer:
@@ -75,10 +90,9 @@ class StepTimer:
 
     def __init__(self, monitor: TrainingMonitor) -> None:
         self._monitor = monitor
-        self._phase_s = [0.0, 0.0, 0.0]
-        self._data = _Phase(self, 0)
-        self._compute = _Phase(self, 1)
-        self._optimizer = _Phase(self, 2)
+        self._data = _Phase()
+        self._compute = _Phase()
+        self._optimizer = _Phase()
         self.step = 0
         self.tokens = 0
         self.samples = 0
@@ -95,29 +109,43 @@ class StepTimer:
     def optimizer(self) -> _Phase:
         return self._optimizer
 
+    def set_phases(self, start: float, data_s: float, compute_s: float, optimizer_s: float) -> None:
+        """For a caller that times the step itself (the zero-code hooks): its start on the
+        `time.perf_counter` clock and its phases."""
+        self._t0 = start
+        self._data.seconds, self._compute.seconds, self._optimizer.seconds = data_s, compute_s, optimizer_s
+
     def record(self, loss: Any = None, grad_norm: Any = None) -> None:
         """Loss and grad-norm as floats or tensors (a CUDA tensor is read later, without a sync).
 
         A host value that is NaN/Inf is flagged at once, before the step goes on: the rank whose
         own loss diverged first is the culprit, and a global-loss check that then raises on
-        every rank must not hide it."""
+        every rank must not hide it. A finite float, the common case, is kept as it is."""
         if loss is not None:
-            self.loss = self._monitor._check_finite(self.step, "loss", loss)
+            self.loss = (
+                loss
+                if loss.__class__ is float and _isfinite(loss)
+                else self._monitor._check_finite(self.step, "loss", loss)
+            )
         if grad_norm is not None:
-            self.grad_norm = self._monitor._check_finite(self.step, "grad_norm", grad_norm)
+            self.grad_norm = (
+                grad_norm
+                if grad_norm.__class__ is float and _isfinite(grad_norm)
+                else self._monitor._check_finite(self.step, "grad_norm", grad_norm)
+            )
 
     def __enter__(self) -> StepTimer:
-        self._phase_s[0] = self._phase_s[1] = self._phase_s[2] = 0.0
+        self._data.seconds = self._compute.seconds = self._optimizer.seconds = 0.0
         self.loss = self.grad_norm = None
         coll = self._monitor._collectives
         coll.step = self.step
         coll.blocked_s = 0.0
-        self._t0 = time.perf_counter()
+        self._t0 = _perf_counter()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
-            self._monitor._finish_step(self, time.perf_counter() - self._t0)
+            self._monitor._finish_step(self, _perf_counter() - self._t0)
 
 
 class _NoPhase:
@@ -209,11 +237,10 @@ class TrainingMonitor:
         self._writer: SpoolWriter | None = None
         self._timer = StepTimer(self)
         self._canary = Canary(self.device) if cfg.canary_every else None
-        self._pending: list[tuple[tuple[Any, ...], Any, Any, Any]] = []  # step rows awaiting CUDA scalars
+        self._pending: list[tuple[_StepRow, Any, Any]] = []  # step rows awaiting CUDA scalars (readers)
         self._pending_canary: list[tuple[int, float, torch.Tensor, Any]] = []  # (.., CUDA event)
         self.last_step: int | None = None
         self._flagged_step: int | None = None  # the step whose non-finite value is reported
-        self.steps_recorded = 0
         self._first_step_seen = False
         self._closed = False
         self._reported_drops = 0
@@ -240,6 +267,7 @@ class TrainingMonitor:
             self.buffer,
             min(cfg.flush_interval_s, cfg.heartbeat_interval_s),
             self._tick,
+            finish={"steps": self._spool_step, "collectives": spool_collective},
         )
         self._put_rank_row()
         self.event(
@@ -358,44 +386,71 @@ class TrainingMonitor:
         return t
 
     def _finish_step(self, t: StepTimer, duration: float) -> None:
-        cfg = self.config
-        # CUDA's allocator statistic is a host-side counter; on CPU the process's peak RSS is
-        # read by the writer thread once per tick (a syscall per step would cost more).
-        peak = torch.cuda.max_memory_allocated(self.device) if self._cuda else self._peak_rss
-        mfu = None
-        if cfg.flops_per_token and cfg.peak_flops and duration > 0 and t.tokens:
-            mfu = t.tokens * cfg.flops_per_token / duration / cfg.peak_flops
-        blocked = self._collectives.take_blocked()
-        wall0 = t._t0 + self._wall_offset  # perf_counter -> unix time, fixed once at start
-        base = (
+        """Buffer the step's raw values (`_StepRow`); the writer thread turns them into the
+        spool's row (`_spool_step`)."""
+        coll = self._collectives
+        blocked, coll.blocked_s = coll.blocked_s, 0.0
+        loss, gnorm = t.loss, t.grad_norm
+        row: _StepRow = (
             t.step,
-            wall0,
-            wall0 + duration,
-            t._phase_s[0],
-            t._phase_s[1],
-            t._phase_s[2],
+            t._t0,
+            duration,
+            t._data.seconds,
+            t._compute.seconds,
+            t._optimizer.seconds,
             blocked,
             t.tokens,
             t.samples,
+            loss,
+            gnorm,
+            # CUDA's allocator statistic is a host-side counter; on CPU the process's peak RSS
+            # is read by the writer thread once per tick (a syscall per step would cost more).
+            torch.cuda.max_memory_allocated(self.device) if self._cuda else self._peak_rss,
         )
-        loss, gnorm = _host_scalar(t.loss), _host_scalar(t.grad_norm)
-        if callable(loss) or callable(gnorm):
-            self._pending.append((base, loss, gnorm, (peak, mfu)))
+        if isinstance(loss, torch.Tensor) or isinstance(gnorm, torch.Tensor):
+            # CUDA tensors that `record` passed through: copied now, read once they are ready
+            self._pending.append((row, _host_scalar(loss), _host_scalar(gnorm)))
         else:
-            self._emit_step(base, loss, gnorm, peak, mfu)
+            self.buffer.put("steps", row)
         self.last_step = t.step
         first = not self._first_step_seen
         if first:
             self._first_step_seen = True
             self.event("first_step", f"first step {t.step} done in {duration:.3f} s", step=t.step)
         # every N steps, and on each attempt's first step so even a short run is checked
-        if self._canary is not None and (first or t.step % cfg.canary_every == 0):
+        if self._canary is not None and (first or t.step % self.config.canary_every == 0):
             result = self._canary.run()
             ready = None
             if result.is_cuda:
                 ready = torch.cuda.Event()  # type: ignore[no-untyped-call]  # unannotated in torch
                 ready.record()
             self._pending_canary.append((t.step, time.time(), result, ready))
+
+    def _spool_step(self, row: _StepRow) -> tuple[Any, ...]:
+        """A buffered step as the spool's `steps` row: wall-clock times, the non-finite flag and
+        MFU, derived on the writer thread."""
+        step, t0, duration, data_s, compute_s, optimizer_s, blocked, tokens, samples, loss, gnorm, peak = row
+        cfg = self.config
+        mfu = None
+        if cfg.flops_per_token and cfg.peak_flops and duration > 0 and tokens:
+            mfu = tokens * cfg.flops_per_token / duration / cfg.peak_flops
+        wall0 = t0 + self._wall_offset  # perf_counter -> unix time, fixed once at start
+        return (
+            step,
+            wall0,
+            wall0 + duration,
+            data_s,
+            compute_s,
+            optimizer_s,
+            blocked,
+            tokens,
+            samples,
+            loss,
+            gnorm,
+            _nonfinite(loss, gnorm),
+            peak,
+            mfu,
+        )
 
     def _check_finite(self, step: int, name: str, value: Any) -> Any:
         """A host scalar as a float, flagged now when non-finite; CUDA tensors pass through
@@ -408,18 +463,17 @@ class TrainingMonitor:
             self.event("nonfinite", f"non-finite {name}={v} at step {step}", step=step, **{name: str(v)})
         return v
 
-    def _emit_step(
-        self, base: tuple[Any, ...], loss: float | None, gnorm: float | None, peak: int, mfu: float | None
-    ) -> None:
-        nonfinite = any(v is not None and not math.isfinite(v) for v in (loss, gnorm))
-        self.buffer.put("steps", base + (loss, gnorm, nonfinite, peak, mfu))
-        self.steps_recorded += 1
-        if nonfinite and self._flagged_step != base[0]:
-            self._flagged_step = base[0]
+    def _emit_resolved(self, row: _StepRow) -> None:
+        """A step whose CUDA scalars have been read: buffered, and flagged where they are not
+        finite (host values were flagged by `record`)."""
+        self.buffer.put("steps", row)
+        step, loss, gnorm = row[0], row[9], row[10]
+        if _nonfinite(loss, gnorm) and self._flagged_step != step:
+            self._flagged_step = step
             self.event(
                 "nonfinite",
-                f"non-finite loss={loss} grad_norm={gnorm} at step {base[0]}",
-                step=base[0],
+                f"non-finite loss={loss} grad_norm={gnorm} at step {step}",
+                step=step,
                 loss=str(loss),
                 grad_norm=str(gnorm),
             )
@@ -504,13 +558,13 @@ class TrainingMonitor:
         self._collectives.resolve_cuda()
         if self._pending:
             still = []
-            for base, loss, gnorm, (peak, mfu) in self._pending:
+            for row, loss, gnorm in self._pending:
                 lv = loss() if callable(loss) else loss
                 gv = gnorm() if callable(gnorm) else gnorm
                 if (callable(loss) and lv is None) or (callable(gnorm) and gv is None):
-                    still.append((base, loss, gnorm, (peak, mfu)))
+                    still.append((row, loss, gnorm))
                 else:
-                    self._emit_step(base, lv, gv, peak, mfu)
+                    self._emit_resolved((*row[:9], lv, gv, row[11]))
             self._pending = still
         if self._pending_canary:
             still_c = []

@@ -1,8 +1,10 @@
 """The background thread that turns buffered records into spool segments.
 
 Training threads only append tuples to a `RecordBuffer`; this thread, once per flush interval,
-adds the heartbeat, converts each table's rows to Arrow columns and writes one segment per
-flush, holding every non-empty table (see spool_schema).
+adds the heartbeat, completes the rows of the tables whose producers buffer them unfinished
+(`finish`: derived columns and names the hot path leaves out), converts each table's rows to
+Arrow columns and writes one segment per flush, holding every non-empty table (see
+spool_schema).
 A write that fails (disk full, spool unwritable) is reported once on stderr, the rows go back to
 the buffer to be retried, and training is never interrupted.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ class SpoolWriter:
         buffer: RecordBuffer,
         flush_interval_s: float,
         on_tick: Callable[[], None] | None = None,
+        finish: Mapping[str, Callable[[Any], tuple[Any, ...]]] | None = None,
     ) -> None:
         if len(identity) != _N_IDENTITY:
             raise ValueError(
@@ -41,6 +44,7 @@ class SpoolWriter:
         self.buffer = buffer
         self.flush_interval_s = flush_interval_s
         self.on_tick = on_tick
+        self.finish = dict(finish or {})
         self.segments_written = 0
         self.rows_written = 0
         self.last_error: str | None = None
@@ -91,6 +95,8 @@ class SpoolWriter:
         tables = {}
         for table, rows in drained.items():
             schema = SPOOL_TABLES[table]
+            if table in self.finish:
+                rows = list(map(self.finish[table], rows))
             n = len(rows)
             columns = [pa.array([v] * n, type=f.type) for v, f in zip(self.identity, IDENTITY_FIELDS)]
             for i, values in enumerate(zip(*rows)):
