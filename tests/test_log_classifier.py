@@ -15,6 +15,7 @@ from triage.analyzers.log_classifier import (
 )
 from triage.analyzers.log_signatures import SIGNATURES, XID_TABLE
 from triage.benchmarks.classify import evaluate
+from triage.collectors.records import GPU_LOST_XIDS
 from triage.config import ConfigError
 from triage.taxonomy import Category
 
@@ -435,13 +436,15 @@ def test_corpus_accuracy_at_least_90_percent():
 
 
 def test_heldout_split_is_scored_apart_and_holds_its_floor():
-    """The held-out logs were never tuned on; 25 of 29 today (README lists the 4 misses). A fall
-    below that floor is a regression in generalisation, not a missing signature."""
+    """The held-out logs were never tuned on: round 1's 25 that passed and round 2's fresh 34,
+    labelled before the classifier ran on them; 55 of 59 today (the 4 misses: fairseq's two
+    FloatingPointErrors and mp.spawn's bare SIGKILL, twice). A fall below the floor is a
+    regression in generalisation, not a missing signature."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 29
-    assert held["accuracy"] >= 0.85, held["misses"]
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 59
+    assert held["accuracy"] >= 0.90, held["misses"]
     assert all(m["precision"] == 1.0 for c, m in held["per_category"].items() if c != "unknown")
 
 
@@ -487,3 +490,52 @@ def test_new_xid_codes_follow_the_catalog():
     assert XID_TABLE[154][0] is None and XID_TABLE[167][0] is C.PCIE_ERROR
     nvlink5 = classify_lines((CORPUS / "dmesg_xid144_149_nvlink5.log").read_text().splitlines())
     assert nvlink5.category is C.NVLINK_ERROR
+
+
+@pytest.mark.parametrize(
+    ("name", "category"),
+    [
+        ("heldout_ckpt_file_cannot_be_opened.log", C.CHECKPOINT_ERROR),
+        ("heldout_nan_nanogpt_iter_loss.log", C.NUMERICAL_INSTABILITY),
+        ("heldout_nvls_bind_multicast_fm.log", C.NVLINK_ERROR),
+        ("heldout_shell_killed_argo.log", C.HOST_OOM),
+        ("nan_pipe_and_space_forms_tinyllm.log", C.NUMERICAL_INSTABILITY),
+        ("ckpt_unexpected_pos_verl.log", C.CHECKPOINT_ERROR),
+        ("ckpt_lightning_weights_only_cosmos.log", C.CHECKPOINT_ERROR),
+        ("ckpt_megatron_checkpointing_exception_nemo.log", C.CHECKPOINT_ERROR),
+    ],
+)
+def test_round_one_misses_and_new_families_are_named(name, category):
+    """The four round-1 held-out misses (moved to tuned) and the families added beside them."""
+    labels = json.loads((CORPUS / "labels.json").read_text())
+    assert labels[name]["split"] == "tuned"
+    assert classify_lines((CORPUS / name).read_text().splitlines()).category is category
+
+
+def test_ray_memory_monitor_kill_is_host_oom_not_gpu_oom():
+    line = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+    match = classify_line(line)
+    assert match is not None and match.category is C.HOST_OOM and match.strength >= 0.8
+    gpu = classify_line("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert gpu is not None and gpu.category is C.GPU_OOM
+
+
+def test_launcher_sigkill_names_the_rank():
+    """mpirun's 'process rank N' and a launcher's '--local_rank=N' name the killed rank; still
+    only a symptom's confidence."""
+    for name, rank in (
+        ("mpirun_exited_on_signal9_horovod.log", 7),
+        ("deepspeed_return_code_9.log", 0),
+        ("launch_died_with_sigkill.log", 0),
+    ):
+        verdict = classify_lines((CORPUS / name).read_text().splitlines())
+        assert verdict.category is C.HOST_OOM and verdict.culprit.rank == rank
+        assert verdict.confidence < 0.7
+
+
+def test_gpu_lost_xids_agree_with_the_xid_table():
+    """The collectors' GPU-lost set (which makes a simulated GPU stop answering) is a subset of the
+    Xids the table calls a lost GPU, and holds every one the table rates 0.85 or more."""
+    lost = {x for x, (cat, _, _) in XID_TABLE.items() if cat is C.GPU_FALLEN_OFF_BUS}
+    strong = {x for x in lost if XID_TABLE[x][1] >= 0.85}
+    assert strong <= GPU_LOST_XIDS <= lost and 158 in GPU_LOST_XIDS
