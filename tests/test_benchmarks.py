@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+from triage.benchmarks.analyze_scale import AnalyzeScaleConfig
 from triage.cli import main
+from triage.config import ConfigError
 
 INGEST = [
     "bench",
@@ -136,3 +138,20 @@ def test_bench_report_times_the_command_and_finds_the_lemons(capsys):
     assert r["lemons_flagged"] == r["lemons_true"] and len(r["lemons_true"]) == 1
     assert r["command_s"] > 0 and r["command_peak_rss_mb"] > 10
     assert main([*args, "--jobs", "300", "--target-s", "1e-6"]) == 1  # a missed target is exit 1
+
+
+def test_bench_analyze_scale_times_the_whole_analysis_by_stage_at_each_size(capsys):
+    args = ["bench", "analyze-scale", "--json", "--ranks", "8,16", "--steps", "20", "--repeat", "1"]
+    assert main([*args, "--ranks-per-chunk", "8", "--analyze-target-s", "1e9", "--target-s", "1e9"]) == 0
+    jobs = json.loads(capsys.readouterr().out)["jobs"]
+    assert [j["ranks"] for j in jobs] == [8, 16]
+    for j in jobs:
+        assert j["rows"]["collectives"] == j["ranks"] * 20 * 10 and j["rows"]["ranks"] == j["ranks"]
+        a = j["analyze_job"]
+        assert a["warm_s"] > 0 and a["warm_cpu_s"] > 0 and a["peak_rss_bytes"] > 2**20
+        assert {"arrivals", "rank_steps", "analyzers"} <= set(a["stages_s"])
+
+
+def test_bench_analyze_scale_rejects_a_rank_list_it_cannot_read():
+    with pytest.raises(ConfigError):
+        AnalyzeScaleConfig(ranks="1024,lots")
