@@ -145,9 +145,9 @@ def _chunk(
             "end_time": enter + 0.05,
         },
     )
-    k = len(ranks)
+    m = len(ranks)
     rank_rows = _arrow(
-        "ranks", {**ident(k, ranks), "world_size": np.full(k, world), "start_time": np.full(k, 1.7e9)}
+        "ranks", {**ident(m, ranks), "world_size": np.full(m, world), "start_time": np.full(m, 1.7e9)}
     )
     return {"ranks": rank_rows, "steps": steps, "heartbeats": heartbeats, "collectives": collectives}
 
