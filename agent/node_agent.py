@@ -39,6 +39,7 @@ from triage.collectors.xid_dedup import XidDeduplicator
 from triage.config import data_dir_from_env, node_name
 from triage.store import StoreWriter, apply_retention, compact, ingest_partition
 from triage.store.job_results import JobResultsReader
+from triage.store.layout import agent_flush_mark
 from triage.store.node_health import QUARANTINED, SOURCE_LEMON
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class NodeAgent:
         self._results_errors: dict[str, str] = {}  # likewise, per part of `read_results`
         self._seen_segments: set[str] = set()
         self._busy_gpus: set[int | None] | None = None
+        #: set to end the wait between ticks early: a stop, or a flush asked for (`ask_flush`)
+        self.wake = threading.Event()
+        self._flush_asked = False
         self.gpu_backend = resolve_gpu_backend(config.gpu)
         collectors: list[Collector] = []
         try:
@@ -304,12 +308,39 @@ class NodeAgent:
             )
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until `stop` is set, then do a final collect, ingest and flush."""
+        """Tick until `stop` is set, then do a final collect, ingest and flush. Whoever sets
+        `stop` sets `wake` too, or the agent notices within one interval."""
         while not stop.is_set():
             started = self.clock()
-            self.tick(started)
-            stop.wait(max(0.0, started + self.config.interval - self.clock()))
+            if self._flush_asked:
+                self._flush_asked = False
+                asked = time.time()
+                self.flush()
+                self.mark_flushed(asked)
+            else:
+                self.tick(started)
+            self.wake.wait(max(0.0, started + self.config.interval - self.clock()))
+            self.wake.clear()
         self.flush()
+
+    def ask_flush(self) -> None:
+        """Collect, ingest and store now instead of at the next interval (SIGUSR1: a
+        supervisor diagnosing a failed attempt wants its last records and the GPUs' state
+        after it without waiting out a cycle). Safe to call from a signal handler."""
+        self._flush_asked = True
+        self.wake.set()
+
+    def mark_flushed(self, asked: float) -> None:
+        """Say that what was there at `asked` is stored; written once at start-up too, once
+        SIGUSR1 is handled: before that the signal's default action would end the agent."""
+        mark = agent_flush_mark(self.data_dir, self.node)
+        tmp = mark.with_name(f".{mark.name}.tmp")
+        try:
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(f"{asked!r}\n", encoding="utf-8")
+            tmp.replace(mark)
+        except OSError:
+            log.exception("could not write %s; a supervisor waiting for this flush waits longer", mark)
 
     def flush(self) -> None:
         """A last sample of every collector, then everything into the store (clean shutdown)."""

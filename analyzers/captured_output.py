@@ -67,6 +67,8 @@ def signalled_rank_findings(
     for _, row in events[events["kind"] == EVENT_RANK_EXIT].iterrows():
         d = _detail(row["detail"])
         sig = d.get("signal")
+        if d.get("vanished") and sig is None:
+            sig = "a signal"  # the supervisor saw it gone, with no exit of its own recorded
         if (
             not d.get("first_observed")
             or not isinstance(sig, str)
@@ -85,7 +87,8 @@ def signalled_rank_findings(
                     Category.UNKNOWN,
                     SIGNALLED_RANK_CONFIDENCE,
                     f"{where(culprit, [rank])} was killed by {sig} with no exception of its own "
-                    f"(the launcher saw it fail first; a kernel OOM-kill line would make it host_oom); "
+                    f"({'the supervisor saw it gone first' if d.get('vanished') else 'the launcher saw it fail first'}; "
+                    "a kernel OOM-kill line would make it host_oom); "
                     f"the other ranks' errors after {clock(t)} followed from it",
                     culprit,
                     t,

@@ -24,6 +24,7 @@ from triage.config import node_name
 from triage.fault_schedule import GpuFault, append_fault
 from triage.reference_trainer.checkpoint import truncate_shard
 from triage.reference_trainer.inject_spec import XID_ECC, XID_HANG, XID_ILLEGAL_ADDRESS, XID_LINK, InjectSpec
+from triage.reference_trainer.injection_log import record_injection
 from triage.reference_trainer.model import GPT
 
 _CUDA_ERROR_TAIL = (
@@ -156,7 +157,8 @@ class FaultInjector:
 
     def transform_batch(self, step: int, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The exception fault: a batch transform that loses a key, as buggy user code does."""
-        if self._due(step, ("exception",)):
+        for spec in self._due(step, ("exception",)):
+            self._log(spec)
             return {k: v for k, v in batch.items() if k != "labels"}
         return batch
 
@@ -183,6 +185,7 @@ class FaultInjector:
 
     def _fire(self, spec: InjectSpec) -> None:
         print(f"[triage inject] rank {self.rank}: {spec.text}", file=sys.stderr, flush=True)
+        self._log(spec)
         gpu = self.local_rank if spec.gpu is None else spec.gpu
         if spec.kind in ("xid", "ecc", "thermal", "pcie", "nvlink"):
             self._record_gpu_fault(spec, gpu)
@@ -208,6 +211,9 @@ class FaultInjector:
             PerturbMatmuls(spec.factor or 0.0).__enter__()  # type: ignore[no-untyped-call,unused-ignore]
         elif spec.kind in ("slow", "thermal", "pcie"):
             self._slowdowns.append(spec)
+
+    def _log(self, spec: InjectSpec) -> None:
+        record_injection(self.data_dir, self.job_id, self.attempt, self.rank, spec.text)
 
     def _record_gpu_fault(self, spec: InjectSpec, gpu: int) -> None:
         params = {"factor": spec.factor} if spec.factor is not None else {}
@@ -239,10 +245,14 @@ class FaultInjector:
             busy_wait(extra)
 
     def disk_full_at(self, step: int) -> bool:
-        return bool(self._due(step, ("disk_full",)))
+        due = self._due(step, ("disk_full",))
+        for spec in due:
+            self._log(spec)
+        return bool(due)
 
     def after_checkpoint(self, step: int, path: Path) -> None:
         for spec in self._due(step, ("ckpt_corrupt",)):
+            self._log(spec)
             shard = truncate_shard(path, self.rank)
             print(
                 f"[triage inject] rank {self.rank}: {spec.text}: truncated {shard}",

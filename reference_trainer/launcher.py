@@ -80,7 +80,7 @@ def torchrun_command(
         "--nproc-per-node",
         str(cfg.nproc_per_node),
         "--max-restarts",
-        "0",
+        str(cfg.max_restarts),
         "--shutdown-timeout",
         str(cfg.shutdown_timeout),
     ]
@@ -193,10 +193,12 @@ def launch(cfg: TrainConfig) -> int:
     saved, else torchrun's non-zero status (1 when a rank failed)."""
     prepare_run_dir(str(cfg.run_dir))
     attempt = attempt_from_env()
-    progress = progress_path(str(cfg.run_dir), attempt)
+    # one progress log per attempt: torchrun's own restarts (--max-restarts) are attempts too
+    progress = [progress_path(str(cfg.run_dir), a) for a in range(attempt, attempt + cfg.max_restarts + 1)]
     hosts_rank0 = cfg.node_rank in (None, 0)
     if hosts_rank0:
-        progress.unlink(missing_ok=True)  # a stale record must not pose as this run's
+        for path in progress:
+            path.unlink(missing_ok=True)  # a stale record must not pose as this run's
     nodes = _Nodes(cfg)
     previous = {s: signal.signal(s, nodes.forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -204,7 +206,7 @@ def launch(cfg: TrainConfig) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    events = read_progress_log(progress)
+    events = next((e for e in map(read_progress_log, reversed(progress)) if e), [])
     completed = all(c == 0 for c in codes) and any(e["event"] == "end" for e in events)
     summary = build_summary(events, job_id=str(cfg.job_id), world_size=nodes.world_size, completed=completed)
     if cfg.summary:

@@ -95,6 +95,14 @@ class TrainConfig:
             "turn that skew into a failure"
         },
     )
+    max_restarts: int = field(
+        default=0,
+        metadata={
+            "help": "torchrun's own restarts of every rank after one fails (its --max-restarts). "
+            "Under `triage run` leave 0: the supervisor restarts, from a diagnosis. Each torchrun "
+            "restart is the next attempt in the ranks' records and in --inject"
+        },
+    )
     shutdown_timeout: int = field(
         default=30,
         metadata={
@@ -145,7 +153,7 @@ class TrainConfig:
         for name in ("nproc_per_node", "nnodes", "steps", "keep", "batch_size", "seq_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("checkpoint_every", "num_workers", "shutdown_timeout"):
+        for name in ("checkpoint_every", "num_workers", "shutdown_timeout", "max_restarts"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
         if min(self.collective_timeout, self.startup_timeout, self.lr, self.grad_clip) <= 0:
@@ -196,6 +204,13 @@ class TrainConfig:
     def from_json(cls, text: str) -> TrainConfig:
         values: dict[str, Any] = json.loads(text)
         return cls(**values)
+
+
+def rank_attempt_from_env() -> int:
+    """A rank's attempt: the supervisor's counter plus the restarts torchrun made itself
+    (TORCHELASTIC_RESTART_COUNT), so that a rank torchrun restarts is a new attempt too."""
+    restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return attempt_from_env() + (int(restarts) if restarts.isdigit() else 0)
 
 
 def attempt_from_env() -> int:

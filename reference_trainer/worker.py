@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from triage.reference_trainer.loop import Trainer, init_distributed
-from triage.reference_trainer.train_config import TrainConfig, attempt_from_env
+from triage.reference_trainer.train_config import TrainConfig, rank_attempt_from_env
 
 
 @record
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = TrainConfig.from_json(args.config)
     device = init_distributed(max(cfg.startup_timeout, cfg.collective_timeout))
-    trainer = Trainer(cfg, attempt=attempt_from_env(), device=device)
+    trainer = Trainer(cfg, attempt=rank_attempt_from_env(), device=device)
     try:
         trainer.run()
     except SystemExit as exc:  # preemption: the checkpoint is saved, exit with its code

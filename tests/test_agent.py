@@ -27,7 +27,7 @@ from triage.collectors.kernel_log import KernelLogConfig
 from triage.fault_schedule import GpuFault, append_fault
 from triage.ports import free_port
 from triage.store import StoreWriter, open_snapshot
-from triage.store.layout import SUPERVISOR_PARTITION
+from triage.store.layout import SUPERVISOR_PARTITION, agent_flush_mark
 from triage.store.node_health import SOURCE_LEMON
 
 T0 = time.time() - 3600  # simulated time: an hour ago, so every fault is "due" when written
@@ -476,3 +476,28 @@ def test_sigterm_flushes_spools_and_second_agent_or_busy_port_exit_2(tmp_path):
     with open_snapshot(tmp_path) as snap:
         assert snap.count("steps") == 3
         assert snap.count("gpu_samples") >= 2
+
+
+@pytest.mark.slow
+def test_sigusr1_stores_at_once_and_marks_when(tmp_path):
+    """A supervisor diagnosing a failure asks the agent to store now (SIGUSR1) instead of at its
+    next store batch (10 min away here): the rows written before the request are stored, the
+    flush mark says when the request was taken up, and the agent goes on running."""
+    port = free_port()
+    mark = agent_flush_mark(tmp_path, "n0")
+    with running_agent(tmp_path, port, "--store-interval", "600") as agent:
+        deadline = time.monotonic() + 30
+        while not mark.exists():  # written once SIGUSR1 is handled: before, it would kill
+            assert time.monotonic() < deadline, "the agent never marked itself ready"
+            time.sleep(0.05)
+        write_rank(tmp_path, "n0", "job1", 0, 0, steps=3, t0=time.time())
+        asked = time.time()
+        agent.send_signal(signal.SIGUSR1)
+        while float(mark.read_text()) < asked:
+            assert time.monotonic() < deadline + 30, "the flush asked for never happened"
+            assert agent.poll() is None, agent.communicate()
+            time.sleep(0.05)
+        with open_snapshot(tmp_path) as snap:
+            assert snap.count("steps") == 3
+        assert agent.poll() is None
+        stop_cleanly(agent)

@@ -139,3 +139,25 @@ def test_max_restarts_stops():
     d = _decide(*history, _failed(3, Category.HOST_OOM, rank=9, last_step=99), max_restarts=3)
     assert not d.restart and d.final_status == "gave_up" and "--max-restarts 3" in d.reason
     assert not _decide(_failed(0, Category.HOST_OOM), max_restarts=0).restart
+
+
+def test_backoff_only_where_the_cause_may_still_be_there():
+    """A transient or unknown cause on the same nodes waits; a cause left behind (the culprit
+    node excluded, the bad batch skipped) or one a wait does not change restarts at once."""
+    waits = [
+        _failed(0, Category.NETWORK_ERROR),
+        _failed(0, Category.STORAGE_ERROR, node="node1"),
+        _failed(0, None, outcome="hung"),
+        _failed(0, Category.COLLECTIVE_TIMEOUT, outcome="hung"),
+    ]
+    for result in waits:
+        assert _decide(result).backoff_s == 1.5, result
+    at_once = [
+        _failed(0, Category.GPU_FALLEN_OFF_BUS, node="node1", rank=3),
+        _failed(0, Category.COLLECTIVE_TIMEOUT, node="node0", rank=1),
+        _failed(0, Category.NUMERICAL_INSTABILITY, last_step=11, failed_step=12),
+        _failed(0, Category.CUDA_ERROR, node="node1", rank=2),
+    ]
+    for result in at_once:
+        d = _decide(result)
+        assert d.restart and d.backoff_s == 0.0, (result, d)

@@ -19,12 +19,17 @@ pytestmark = pytest.mark.slow
 
 
 def run_job(
-    tmp_path: Path, script: str, *flags: str, fault: tuple[str, int, int] | None = None, steps: int = 12
+    tmp_path: Path,
+    script: str,
+    *flags: str,
+    fault: tuple[str, int, int] | None = None,
+    steps: int = 12,
+    env_extra: dict[str, str] | None = None,
 ) -> tuple[int, dict]:
     """(exit status, the JSON report) of `triage run` over a workload, the fault given as
     (kind, rank, step)."""
     torchrun = str(Path(sys.executable).parent / "torchrun")
-    env = dict(os.environ)
+    env = {**os.environ, **(env_extra or {})}
     if fault is not None:
         env.update(
             WORKLOAD_FAULT=fault[0],
@@ -111,6 +116,17 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
     assert jobs.returncode == 0 and "plain" in jobs.stdout
     log = Path(first["log"])
     assert log.is_file() and "[rank0]:step 0 loss" in log.read_text()
+
+
+def test_a_rank_that_ends_its_part_cleanly_is_no_failure(tmp_path):
+    """Rank 1 exits after training while rank 0 works 6 s more (saving the final model): the
+    hooks recorded rank 1's clean exit, so the job is left to finish, not stopped as failed."""
+    rc, report = run_job(
+        tmp_path, "ddp_train.py", env_extra={"WORKLOAD_LINGER_RANK": "0", "WORKLOAD_LINGER_S": "6"}, steps=6
+    )
+    assert rc == 0 and report["status"] == "completed", report["reason"]
+    (only,) = report["attempts"]
+    assert only["outcome"] == "completed" and only["detection"] == "launcher_exit", only
 
 
 def test_a_job_without_hooks_is_never_stopped_as_hung_and_judged_by_its_output(tmp_path):

@@ -12,7 +12,7 @@ import time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from workload_faults import fault
+from workload_faults import fault, linger
 
 
 def main() -> None:
@@ -48,6 +48,7 @@ def main() -> None:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
         time.sleep(args.step_sleep)
     dist.destroy_process_group()
+    linger(rank)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ apart from the scripts so they read like a user's.
 
 WORKLOAD_FAULT (`kill`, `raise`, `hang`) at WORKLOAD_FAULT_RANK / WORKLOAD_FAULT_STEP, once:
 the first run that injects it leaves WORKLOAD_FAULT_ONCE (a file) behind, so the restart runs
-clean.
+clean. WORKLOAD_LINGER_RANK works WORKLOAD_LINGER_S seconds more after training, as a rank 0
+that saves the final model while the others have exited.
 """
 
 import os
@@ -26,3 +27,8 @@ def fault(step: int, rank: int) -> None:
         raise ValueError(f"bad batch shape at step {step}")
     if kind == "hang":
         time.sleep(3600)
+
+
+def linger(rank: int) -> None:
+    if os.environ.get("WORKLOAD_LINGER_RANK") == str(rank):
+        time.sleep(float(os.environ.get("WORKLOAD_LINGER_S", "0")))

@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
@@ -113,9 +114,12 @@ def run(args: argparse.Namespace) -> int:
     def on_signal(signum: int, _frame: object) -> None:
         log.info("received %s; final collect and flush", signal.Signals(signum).name)
         stop.set()
+        agent.wake.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: agent.ask_flush())
+    agent.mark_flushed(time.time())
     log.info(
         "agent for node %s: data %s, GPUs %s, %d collector(s), serving %s",
         agent.node,

@@ -46,6 +46,12 @@ def partition_dir(data_dir: str | os.PathLike[str], node: str) -> Path:
 LOGS_DIR = "logs"
 
 
+def agent_flush_mark(data_dir: str | os.PathLike[str], node: str) -> Path:
+    """`logs/agent-<node>.flushed`: the wall time at which the node's agent began its newest
+    flush on request (SIGUSR1), so a supervisor knows when what it waits for is stored."""
+    return Path(data_dir) / LOGS_DIR / f"agent-{check_name('node name', node)}.flushed"
+
+
 def run_log_dir(data_dir: str | os.PathLike[str], job_id: str, run_id: str) -> Path:
     """Where `triage run` keeps a run's captured output."""
     return Path(data_dir) / LOGS_DIR / check_name("job id", job_id) / check_name("run id", run_id)

@@ -21,6 +21,7 @@ from pathlib import Path
 from triage import display
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
 from triage.ports import free_port
+from triage.store.layout import agent_flush_mark
 from triage.store.writer import partition_holder
 from triage.supervisor.keeper import PR_SET_PDEATHSIG
 
@@ -93,6 +94,7 @@ class Agents:
         self.ports: dict[str, int] = {}
         self._next_start: dict[str, float] = {}
         self._waiting: set[str] = set()
+        self._started: dict[str, float] = {}  # node -> when its agent of ours was started
         (data_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.tend()
 
@@ -149,6 +151,7 @@ class Agents:
             cmd += ["--sim-gpus", str(self.sim_gpus)]
         if self.place is not None:
             cmd = self.place(cmd, node)
+        self._started[node] = time.time()
         with open(self._log(node), "ab") as log:
             self.procs[node] = subprocess.Popen(
                 cmd,
@@ -166,6 +169,23 @@ class Agents:
     def _note(self, node: str, text: str) -> None:
         with open(self._log(node), "a", encoding="utf-8") as log:
             log.write(f"{display.when(time.time())} triage run (pid {os.getpid()}): {text}\n")
+
+    def ask_flush(self) -> dict[str, float]:
+        """SIGUSR1 to each running agent of ours that handles it (its start-up flush mark is
+        there): it stores what its node has now. Returns node -> when it was asked."""
+        asked = {}
+        for node, proc in self.procs.items():
+            if proc.poll() is None and self.flushed_at(node) >= self._started.get(node, float("inf")):
+                asked[node] = time.time()
+                proc.send_signal(signal.SIGUSR1)
+        return asked
+
+    def flushed_at(self, node: str) -> float:
+        """When the node's agent last began a flush on request (-inf: never, or unreadable)."""
+        try:
+            return float(agent_flush_mark(self.data_dir, node).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return float("-inf")
 
     def pids(self) -> frozenset[int]:
         """The supervisor's children that belong to no attempt, though they share its parent."""

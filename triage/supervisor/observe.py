@@ -135,6 +135,35 @@ def read_attempt_progress(
     )
 
 
+_EXITS_SQL = """
+SELECT rank, kind, time, json_extract(detail, '$.exit_code') AS code FROM events
+WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+  AND kind IN ('exit', 'exception') AND rank IS NOT NULL
+"""
+
+
+def read_clean_exits(
+    data_dir: Path, job_id: str, run_id: str, attempt: int, since: dict[int, float]
+) -> set[int]:
+    """Those ranks of `since` (rank -> when its process was first seen) whose hooks recorded
+    an exit, at that time or later, with no exception and no non-zero exit code: a rank that
+    ended its part of the job, while another (rank 0 saving the final model) still works. A
+    rank without such a record died (SIGKILL, a signal) or failed."""
+    params = {"job": job_id, "run": run_id, "attempt": attempt}
+    with open_snapshot(data_dir) as snap:
+        rows = snap.con.execute(_EXITS_SQL, params).fetchall()
+    clean: set[int] = set()
+    failed: set[int] = set()
+    for rank, kind, when, code in rows:
+        if rank not in since or when < since[rank] - 1.0:
+            continue  # an earlier process of that rank (a restart within the attempt)
+        if kind == "exception" or (code is not None and int(code) != 0):
+            failed.add(rank)
+        else:
+            clean.add(rank)
+    return clean - failed
+
+
 def analyze(
     data_dir: Path, job_id: str, run_id: str, cfg: AnalyzerConfig | None = None
 ) -> JobAnalysis | None:

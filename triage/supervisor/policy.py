@@ -5,7 +5,8 @@ Rules, in order: a completed attempt ends the job; the taxonomy's default action
 `escalation` when the same category comes back on the next attempt, and a collective timeout
 with a known culprit node restarts without that node; `fail_fast` stops; the same failure
 (category and culprit) twice in a row without step progress is a restart loop and stops; so
-does running out of `max_restarts`.
+does running out of `max_restarts`. A restart waits the backoff only where the cause may
+still be there when it starts again (`needs_backoff`); a known cause left behind restarts at once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,20 @@ from dataclasses import dataclass, field
 
 from triage.display import Status
 from triage.taxonomy import TAXONOMY, Action, Category
+
+#: Causes outside the job that can clear up by themselves (a flapping link, a store or
+#: filesystem that is briefly unavailable, memory other tenants of the node hold) or an unknown
+#: one: a restart on the same nodes at once could meet them again, so it waits the backoff.
+TRANSIENT_CAUSES = frozenset(
+    {
+        Category.NETWORK_ERROR,
+        Category.RENDEZVOUS_ERROR,
+        Category.STORAGE_ERROR,
+        Category.HOST_OOM,
+        Category.NODE_FAILURE,
+        Category.UNKNOWN,
+    }
+)
 
 #: How an attempt ended, as the supervisor saw it.
 OUTCOMES = (Status.COMPLETED, Status.FAILED, Status.HUNG, Status.PREEMPTED)
@@ -149,4 +164,16 @@ def decide(
                 f"{why}: resuming from the newest checkpoint before step {step} and skipping "
                 f"that step's batch"
             )
-    return Decision(action, True, why, new, backoff_s=backoff_s)
+    return Decision(action, True, why, new, backoff_s=backoff_s if needs_backoff(action, last) else 0.0)
+
+
+def needs_backoff(action: Action, last: AttemptResult) -> bool:
+    """Whether a restart should wait: not when the culprit node is left out, a bad batch is
+    skipped or the job was stopped on purpose (the cause stays behind), nor for a cause inside
+    the job that a wait does not change (a CUDA error, a timeout whose culprit is known); yes
+    for a transient cause on the same nodes, or none named."""
+    if action in (Action.RESTART_EXCLUDING_NODE, Action.ROLLBACK, Action.CHECKPOINT_AND_REQUEUE):
+        return False
+    if last.category is Category.COLLECTIVE_TIMEOUT:
+        return last.culprit_node is None and last.culprit_rank is None
+    return last.category is None or last.category in TRANSIENT_CAUSES

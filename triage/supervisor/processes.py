@@ -29,6 +29,8 @@ from triage.supervisor.keeper import PR_SET_CHILD_SUBREAPER, prctl
 _PROC = "/proc"
 #: How long `stop` waits for processes that got SIGKILL to be gone.
 _KILL_WAIT_S = 10.0
+#: How often `stop` looks whether the processes are gone.
+_STOP_POLL_S = 0.05
 
 
 def become_subreaper() -> None:
@@ -259,8 +261,10 @@ class AttemptProcesses:
         """SIGTERM to the keeper's process group and to every process of the attempt but the
         ranks' own children (a DataLoader worker that a SIGTERM ends first makes its rank
         report a data-pipeline error that never happened), SIGKILL to whatever is left after
-        `grace_s`; returns the pids that needed SIGKILL. Returns once nothing is left, or after
-        `_KILL_WAIT_S` more for a process stuck in the kernel, which `processes()` then names."""
+        `grace_s` (the wait ends as soon as all are gone: a crashed job whose ranks are
+        already dead costs no grace); returns the pids that needed SIGKILL. Returns once
+        nothing is left, or after `_KILL_WAIT_S` more for a process stuck in the kernel, which
+        `processes()` then names."""
         try:
             os.killpg(self.launcher.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -270,7 +274,7 @@ class AttemptProcesses:
         _signal_all([p.pid for p in procs if p.ppid not in ranks], signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and (self.launcher.poll() is None or self.processes()):
-            time.sleep(0.2)
+            time.sleep(_STOP_POLL_S)
         killed = [p.pid for p in self.processes()]
         if self.launcher.poll() is None:
             killed.append(self.launcher.pid)

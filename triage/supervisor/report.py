@@ -26,8 +26,11 @@ class AttemptReport:
     last_step: int | None = None
     last_progress: float | None = None
     first_step_end: float | None = None
+    ranks_seen_at: float | None = None  # when the last of its rank processes was first seen
     exited_first: list[int] = field(default_factory=list)  # ranks whose exit was noticed first
     first_exit_at: float | None = None  # when a rank was first seen gone
+    #: ranks gone without a clean exit in their own records (no exception either: a signal)
+    vanished: list[int] = field(default_factory=list)
     killed_pids: list[int] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     survivors: list[str] = field(default_factory=list)  # orphans that withstood SIGKILL

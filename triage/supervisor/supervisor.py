@@ -9,11 +9,13 @@ verdict recorded as an incident, and `policy.decide` picks the next move.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -41,6 +43,7 @@ from triage.ports import free_port
 from triage.store.layout import run_log_dir, spool_node_dir, spool_nodes
 from triage.store.manifest import ManifestError
 from triage.store.node_health import HealthEntry, quarantined_nodes
+from triage.store.schema import EVENT_RANK_EXIT, EVENT_SOURCE_SUPERVISOR
 from triage.store.writer import StoreError
 from triage.supervisor import slurm
 from triage.supervisor.agents import Agents, simulated_nodes
@@ -53,6 +56,7 @@ from triage.supervisor.observe import (
     analyze,
     ingest_pending,
     read_attempt_progress,
+    read_clean_exits,
     record_accounting,
     record_attempt,
     record_output,
@@ -61,6 +65,7 @@ from triage.supervisor.observe import (
     root_verdict,
 )
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
+from triage.supervisor.prober import Prober
 from triage.supervisor.processes import AttemptProcesses
 from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdict, quarantine_lemons
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
@@ -80,10 +85,19 @@ T = TypeVar("T")
 #: A rank that exited while others still run is a failure once this much time has passed
 #: without the launcher ending the job itself (ranks of a completed job exit together).
 RANK_EXIT_GRACE_S = 2.0
+#: Where the ranks report through Triage's hooks, a rank gone this long is judged by its own
+#: records instead: a failure unless it recorded a clean exit (the agents are asked to ingest
+#: first, waited for up to `_EXIT_FLUSH_WAIT_S`).
+_EXIT_CHECK_S = 0.5
+_EXIT_FLUSH_WAIT_S = 1.5
 _POLL_S = 0.25
 _PROBE_S = 2.0
 #: How long to wait for the agents to ingest a stopped attempt's last spool segments.
 _DRAIN_S = 15.0
+_DRAIN_POLL_S = 0.05
+#: What a failed attempt's ranks get between SIGTERM and SIGKILL: the hooks write what they
+#: buffered at least once a second (`MonitorConfig.flush_interval_s`), plus that write.
+_SETTLE_S = 1.5
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
@@ -127,6 +141,8 @@ class Supervisor:
         self._ranks_running: set[int] = set()
         self._stepped = False  # an attempt of this run has stored a step
         self._announced: set[tuple[str, ...]] = set()
+        self._diagnosis: JobAnalysis | None = None  # the newest attempt's, for its nodes
+        self._ingest_lock = threading.Lock()
 
     # -- the job ----------------------------------------------------------------------------
     def run(self) -> JobReport:
@@ -268,7 +284,7 @@ class Supervisor:
         while True:
             result, report, verdict = self._attempt(attempt, plan, agents)
             history.append(result)
-            nodes = self.nodes or self._job_nodes()
+            nodes = self.nodes or self._job_nodes(self._diagnosis)
             decision = decide(
                 history,
                 nodes=nodes,
@@ -528,6 +544,7 @@ class Supervisor:
             )
             raise
         report.detected_at = time.time()
+        report.ranks_seen_at = max((r.first_seen for r in procs.observed.values()), default=None)
         stall = progress.stall if detection == "collective_stall" else None
         fr_folder = fr_dump_dir(self.data_dir, self.job_id, self.run_id, attempt)
         fr_requested = None
@@ -538,11 +555,17 @@ class Supervisor:
             )
         # Processes left once the command ended on its own outlived it (a daemon child, a
         # rank its launcher lost): the next attempt must not start beside them.
+        if detection == "rank_exit" and not procs.ranks():
+            # every rank is gone and the launcher is winding up: its own report of which rank
+            # failed how ("Signal 9 (SIGKILL) received by PID ...") is worth a moment
+            deadline = time.monotonic() + _SETTLE_S
+            while launcher.poll() is None and time.monotonic() < deadline:
+                time.sleep(_DRAIN_POLL_S)
         outlived = procs.processes() if launcher.poll() is not None else []
         if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
             output.stopping()
-            report.killed_pids = procs.stop(self.cfg.grace)
+            report.killed_pids = procs.stop(self._stop_grace(detection))
             self._cancel_step(step_name)
         report.exit_code = launcher.returncode
         report.ended = time.time()
@@ -612,6 +635,7 @@ class Supervisor:
                     first_seen=progress.last_progress,
                 )
         report.verdict = None if verdict is None else verdict.to_dict()
+        self._diagnosis = analysis
         self._score(attempt, analysis)
         report.diagnosed_at = time.time()
         c = None if verdict is None else verdict.culprit
@@ -645,6 +669,7 @@ class Supervisor:
         host = socket.gethostname()
         nodes = {r.rank: r.node or host for r in procs.observed.values()}
         events = output.event_rows(self.job_id, self.run_id, attempt, nodes, host)
+        events += self._vanished_rows(attempt, procs, nodes, host, events)
         events += (
             self._safely(
                 "reading the Flight Recorder dumps",
@@ -675,9 +700,26 @@ class Supervisor:
         self, procs: AttemptProcesses, attempt: int, report: AttemptReport, agents: Agents, step_name: str
     ) -> tuple[str, str, Progress]:
         started = report.started
+        with Prober(lambda: self._probe(attempt, agents, started), _PROBE_S) as prober:
+            return self._watch_loop(procs, attempt, report, agents, step_name, prober)
+
+    def _watch_loop(
+        self,
+        procs: AttemptProcesses,
+        attempt: int,
+        report: AttemptReport,
+        agents: Agents,
+        step_name: str,
+        prober: Prober[Progress],
+    ) -> tuple[str, str, Progress]:
+        """`_watch`'s loop: the processes every `_POLL_S`, the store's progress as `prober`
+        brings it."""
+        started = report.started
         seen: set[int] = set()
+        clean: set[int] = set()  # ranks whose hooks recorded a clean exit
+        unjudged = False  # their exits could not be read: judged by the time they are gone
         first_gone: float | None = None
-        next_probe = 0.0
+        next_tend = 0.0
         next_score = started + self.cfg.score_interval
         progress = Progress()
         forwarded = False
@@ -710,36 +752,99 @@ class Supervisor:
             ranks = procs.ranks()
             seen |= set(ranks)
             self._ranks_seen, self._ranks_running = seen, set(ranks)
-            if first_gone is None and seen - set(ranks):
+            gone = seen - set(ranks) - clean
+            if first_gone is None and gone:
                 first_gone = report.first_exit_at = now
-                report.exited_first = sorted(seen - set(ranks))
-            if first_gone is not None:
+                report.exited_first = sorted(gone)
+            judged = None
+            if (
+                first_gone is not None
+                and progress.hooks
+                and not unjudged
+                and now - first_gone >= _EXIT_CHECK_S
+            ):
+                # the ranks report their own exits: a failure is a rank gone without a clean one
+                judged = self._clean_exits(attempt, agents, procs, gone)
+                unjudged = judged is None  # records not confirmed in the store: the timed rule
+            if judged is not None:
+                clean |= judged
+                if gone - clean:
+                    report.vanished = sorted(gone - clean)
+                    return Status.FAILED, "rank_exit", progress
+                first_gone = report.first_exit_at = None
+                report.exited_first = []
+            elif first_gone is not None and (unjudged or not progress.hooks):
                 if ranks and now - first_gone >= RANK_EXIT_GRACE_S:
                     return Status.FAILED, "rank_exit", progress
                 if not ranks and now - first_gone >= RANK_EXIT_GRACE_S + self.cfg.grace:
                     return Status.FAILED, "rank_exit", progress  # the launcher does not end
-            if now >= next_probe:
+            if now >= next_tend:
                 agents.tend()
-                probed = self._probe(attempt, agents, started)
-                if probed is not None:
-                    progress = probed
-                    self._stepped |= progress.last_step is not None
-                    self._announce(attempt, progress)
-                    if progress.gpu_fault is not None:  # its rank can do no more work
-                        self._show(attempt, f"fatal GPU event: {progress.gpu_fault}", progress)
-                        return Status.FAILED, "gpu_fault", progress
-                    if progress.stall is not None:
-                        self._show(attempt, f"hang: {progress.stall.summary(now)}", progress)
-                        return Status.HUNG, "collective_stall", progress
-                    self._show(attempt, "running", progress)
-                    limit = self._hang_limit(progress)
-                    if limit is not None and now - (progress.last_progress or started) > limit:
-                        return Status.HUNG, "hang", progress
-                next_probe = now + _PROBE_S
+                next_tend = now + _PROBE_S
+            probed = prober.take()
+            if probed is not None:
+                progress = probed
+                self._stepped |= progress.last_step is not None
+                self._announce(attempt, progress)
+                if progress.gpu_fault is not None:  # its rank can do no more work
+                    self._show(attempt, f"fatal GPU event: {progress.gpu_fault}", progress)
+                    return Status.FAILED, "gpu_fault", progress
+                if progress.stall is not None:
+                    self._show(attempt, f"hang: {progress.stall.summary(now)}", progress)
+                    return Status.HUNG, "collective_stall", progress
+                self._show(attempt, "running", progress)
+                limit = self._hang_limit(progress)
+                if limit is not None and now - (progress.last_progress or started) > limit:
+                    return Status.HUNG, "hang", progress
             if now >= next_score:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
             time.sleep(_POLL_S)
+
+    def _vanished_rows(
+        self,
+        attempt: int,
+        procs: AttemptProcesses,
+        nodes: dict[int, str],
+        host: str,
+        captured: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """A `rank_exit` event for each rank seen gone first with neither an exit nor an
+        exception in its own records (`AttemptReport.vanished`) that the launcher's output did
+        not report: the attempt is stopped before torchrun prints its failure summary, and a
+        rank killed by SIGKILL says nothing itself, so this is the evidence of who died first."""
+        report = self.report.attempts[-1]
+        said = {r["rank"] for r in captured if r["kind"] == EVENT_RANK_EXIT}
+        rows = []
+        for rank in report.vanished:
+            if rank in said or rank not in procs.observed or report.first_exit_at is None:
+                continue
+            first = rank in report.exited_first
+            pid = procs.observed[rank].pid
+            rows.append(
+                {
+                    "job_id": self.job_id,
+                    "run_id": self.run_id,
+                    "attempt": attempt,
+                    "source": EVENT_SOURCE_SUPERVISOR,
+                    "rank": rank,
+                    "node": nodes.get(rank, host),
+                    "time": report.first_exit_at,
+                    "kind": EVENT_RANK_EXIT,
+                    "message": f"rank {rank} (pid {pid}) ended with no exit or exception of its own "
+                    f"recorded{' (seen gone first)' if first else ''}: killed by a signal",
+                    "detail": json.dumps(
+                        {
+                            "exit_code": None,
+                            "signal": None,
+                            "pid": pid,
+                            "first_observed": first,
+                            "vanished": True,
+                        }
+                    ),
+                }
+            )
+        return rows
 
     def _announce(self, attempt: int, progress: Progress) -> None:
         """Say once which signals the ranks turned out to give: the hang rules that apply
@@ -757,13 +862,48 @@ class Supervisor:
         shown = ("explicit",) if "explicit" in progress.hooks else progress.hooks
         self._show(attempt, "ranks report through " + " and ".join(how.get(h, h) for h in shown), progress)
 
+    def _clean_exits(
+        self, attempt: int, agents: Agents, procs: AttemptProcesses, gone: set[int]
+    ) -> set[int] | None:
+        """Those of `gone` whose hooks recorded a clean exit, once their last records are in
+        the store: the agents are asked to ingest now (`_EXIT_FLUSH_WAIT_S` at most). None
+        where that cannot be known: an agent that did not confirm (another job's, a slow
+        one), or a store that could not be read."""
+        asked = agents.ask_flush()
+        if set(self.agent_nodes) - set(asked):
+            return None
+        deadline = time.monotonic() + _EXIT_FLUSH_WAIT_S
+        while any(agents.flushed_at(node) < when for node, when in asked.items()):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(_DRAIN_POLL_S)
+        self._ingest("ingesting the spools", agents)
+        since = {r: procs.observed[r].first_seen for r in gone if r in procs.observed}
+        return self._safely(
+            "reading the ranks' exits",
+            read_clean_exits,
+            self.data_dir,
+            self.job_id,
+            self.run_id,
+            attempt,
+            since,
+        )
+
+    def _stop_grace(self, detection: str) -> float:
+        """How long the ranks get after SIGTERM. A failed attempt's ranks can finish nothing
+        together any more (a peer is dead, hung or on a lost GPU; a checkpoint would block in
+        its first collective): they get what their hooks need to write what they buffered,
+        `_SETTLE_S`. Only a stop the ranks can act on (a preemption, Ctrl-C: the supervisor's
+        interrupt path) gets the whole `--grace`, to save a checkpoint."""
+        if detection in ("rank_exit", "gpu_fault", "collective_stall", "hang", "launcher_exit"):
+            return min(self.cfg.grace, _SETTLE_S)
+        return self.cfg.grace
+
     def _probe(self, attempt: int, agents: Agents, since: float) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
         time (a damaged file, a full disk): then no hang is declared on stale progress. A
         failed ingest does not stop the read of what is stored."""
-        self._safely(
-            "ingesting the spools while watching", ingest_pending, self.data_dir, self._live_agents(agents)
-        )
+        self._ingest("ingesting the spools while watching", agents)
         return self._read_progress(attempt, since)
 
     def _read_progress(self, attempt: int, since: float | None = None) -> Progress | None:
@@ -814,20 +954,27 @@ class Supervisor:
 
     def _drain(self, attempt: int, agents: Agents) -> None:
         """Wait until the attempt's spool segments are in the store (ingest them where no
-        agent does), so the verdict sees the ranks' last words. With `--agents none` the
-        node's own agent (a service, a Prolog's) ingests them on its own schedule: waited for
-        too, up to `_DRAIN_S`, rather than judging without them."""
-        self._safely(
-            "ingesting the attempt's spools", ingest_pending, self.data_dir, self._live_agents(agents)
-        )
+        agent does), so the verdict sees the ranks' last words, and until the agents have
+        stored their GPUs' and kernel logs' state after the failure. Our agents are asked to
+        flush at once (SIGUSR1) and say when they did; a node served by another job's agent,
+        or with `--agents none` by its own (a service, a Prolog's), ingests on its own
+        schedule: waited for too, up to `_DRAIN_S`, then one more agent cycle."""
+        asked = agents.ask_flush()
+        self._ingest("ingesting the attempt's spools", agents)
         deadline = time.monotonic() + _DRAIN_S
-        while time.monotonic() < deadline and self._pending_segments(attempt):
-            time.sleep(0.25)
-            self._safely(
-                "ingesting the attempt's spools", ingest_pending, self.data_dir, self._live_agents(agents)
-            )
-        if self.agent_nodes:
-            time.sleep(self.cfg.agent_interval)  # one more agent cycle: GPU and kernel-log records
+        while time.monotonic() < deadline and (
+            self._pending_segments(attempt)
+            or any(agents.flushed_at(node) < when for node, when in asked.items() if node in agents.running())
+        ):
+            time.sleep(_DRAIN_POLL_S)
+            self._ingest("ingesting the attempt's spools", agents)
+        if set(self.agent_nodes) - set(asked):
+            time.sleep(self.cfg.agent_interval)  # one more cycle of the agents not ours
+
+    def _ingest(self, what: str, agents: Agents) -> None:
+        """`ingest_pending`, one at a time: the progress probe's thread ingests too."""
+        with self._ingest_lock:
+            self._safely(what, ingest_pending, self.data_dir, self._live_agents(agents))
 
     def _live_agents(self, agents: Agents) -> set[str]:
         return agents.running()
@@ -840,8 +987,12 @@ class Supervisor:
                 count += sum(1 for f in root.glob("*/*") if parse_segment_name(f.name))
         return count
 
-    def _job_nodes(self) -> list[str]:
-        analysis = self._safely("finding the job's nodes", analyze, self.data_dir, self.job_id, self.run_id)
+    def _job_nodes(self, analysis: JobAnalysis | None) -> list[str]:
+        """The nodes the job's ranks ran on, from the attempt's diagnosis where there is one."""
+        if analysis is None:
+            analysis = self._safely(
+                "finding the job's nodes", analyze, self.data_dir, self.job_id, self.run_id
+            )
         if analysis is None:
             return []
         return sorted({n for a in analysis.attempts for n in a.nodes})
