@@ -14,7 +14,10 @@
 
 Inside a step nothing touches the disk or waits for the device: rows are tuples appended to a
 bounded buffer, CUDA timings and scalars are read back by the writer thread once their events
-have completed, and the writer thread also emits the heartbeat.
+have completed, and the writer thread also emits the heartbeat. The hot path records only what
+must be read at the moment (clocks, sizes, scalars); whatever follows from that (wall-clock
+times, MFU, bandwidths, dtype names) the writer thread derives (`triage bench hooks` measures
+both sides).
 """
 
 from __future__ import annotations

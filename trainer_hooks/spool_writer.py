@@ -93,10 +93,10 @@ class SpoolWriter:
 
     def _write(self, drained: dict[str, list[tuple[Any, ...]]]) -> None:
         tables = {}
-        for table, rows in drained.items():
+        for table, buffered in drained.items():
             schema = SPOOL_TABLES[table]
-            if table in self.finish:
-                rows = list(map(self.finish[table], rows))
+            finish = self.finish.get(table)
+            rows = buffered if finish is None else [finish(row) for row in buffered]
             n = len(rows)
             columns = [pa.array([v] * n, type=f.type) for v, f in zip(self.identity, IDENTITY_FIELDS)]
             for i, values in enumerate(zip(*rows)):
