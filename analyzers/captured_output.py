@@ -36,6 +36,8 @@ from triage.verdict import Culprit, Evidence, Verdict
 _STOP_SIGNALS = frozenset({signal.SIGTERM.name, signal.SIGINT.name, signal.SIGHUP.name})
 _RAW = LogClassifierConfig(threshold=0.0, max_evidence=5, max_consequences=0)
 SIGNALLED_RANK_CONFIDENCE = 0.6
+#: The evidence source of a rank the supervisor saw gone, by itself, before anything was stopped.
+SEEN_GONE = "supervisor"
 
 
 def _detail(value: object) -> dict[str, object]:
@@ -92,7 +94,14 @@ def signalled_rank_findings(
                     f"the other ranks' errors after {clock(t)} followed from it",
                     culprit,
                     t,
-                    [Evidence(str(row["message"]), "launcher", float(row["time"]), rank)],
+                    [
+                        Evidence(
+                            str(row["message"]),
+                            SEEN_GONE if d.get("vanished") else "launcher",
+                            float(row["time"]),
+                            rank,
+                        )
+                    ],
                 ),
                 fatal=True,
                 ranks=(rank,),

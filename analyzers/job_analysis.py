@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from triage.analyzers.captured_output import captured_output_findings
+from triage.analyzers.captured_output import SEEN_GONE, captured_output_findings
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding
 from triage.analyzers.flight_recorder import flight_recorder_findings
@@ -185,19 +185,28 @@ def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
     a categorised cause that blames the same rank in the same attempt, which says more (a
     symptom, such as a launcher's guess that a SIGKILL was the OOM killer, does not); a timeout
     or transport error that names no culprit gets that rank as its culprit (the peer that
-    stopped answering)."""
-    blamed = {
-        (f.attempt, f.verdict.culprit.rank)
-        for f in findings
-        if f.verdict.category is not Category.UNKNOWN and f.verdict.culprit.rank is not None and not f.symptom
-    }
+    stopped answering). A rank the supervisor saw die by itself keeps its finding over a
+    collective timeout that blames it: it never entered the collective because it was dead."""
+    blamed: dict[tuple[int, int], set[Category]] = {}
+    for f in findings:
+        if (
+            f.verdict.category is not Category.UNKNOWN
+            and f.verdict.culprit.rank is not None
+            and not f.symptom
+        ):
+            blamed.setdefault((f.attempt, f.verdict.culprit.rank), set()).add(f.verdict.category)
     kept = []
     for f in findings:
         v = f.verdict
+        seen_gone = any(e.source == SEEN_GONE for e in v.evidence)
         if v.category is not Category.UNKNOWN or v.culprit.rank is None or not f.fatal:
             kept.append(f)
-        elif (f.attempt, v.culprit.rank) in blamed:
+        elif (f.attempt, v.culprit.rank) in blamed and not (
+            seen_gone and blamed[(f.attempt, v.culprit.rank)] == {Category.COLLECTIVE_TIMEOUT}
+        ):
             continue
+        elif seen_gone:
+            kept.append(f)  # the cause itself, not a culprit for a stall to borrow
         else:
             orphan = next(
                 (

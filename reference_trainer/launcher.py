@@ -24,10 +24,10 @@ from triage.config import (
     ENV_JOB_ID,
     ENV_LOCAL_ADDR,
     ENV_NODE,
+    EXIT_PREEMPTED,
     ConfigError,
 )
 from triage.ports import free_port
-from triage.reference_trainer.loop import EXIT_PREEMPTED
 from triage.reference_trainer.summary import build_summary, progress_path, read_progress_log, write_summary
 from triage.reference_trainer.train_config import TrainConfig, attempt_from_env
 

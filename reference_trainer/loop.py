@@ -23,6 +23,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.distributed_c10d import _set_pg_timeout  # private; torchtitan relies on it too
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from triage.config import EXIT_PREEMPTED
 from triage.display import Status
 from triage.reference_trainer.checkpoint import Checkpointer, step_dir
 from triage.reference_trainer.data import TokenBatches, make_loader, skip_steps_from_env, training_steps
@@ -33,7 +34,6 @@ from triage.reference_trainer.train_config import TrainConfig
 from triage.trainer_hooks.config import MonitorConfig
 from triage.trainer_hooks.monitor import NullStep, TrainingMonitor
 
-EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a scheduler expects from a preempted job
 #: Dense bf16 peak FLOP/s by GPU name fragment, for MFU (vendor datasheets).
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
 

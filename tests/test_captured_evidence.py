@@ -213,6 +213,39 @@ def test_a_rank_the_launcher_saw_killed_is_the_culprit_not_its_peers_resets(kill
     assert v.culprit.node == f"node{killed // 2}"
 
 
+@pytest.mark.parametrize("killed", [1, 3])
+def test_a_rank_seen_dying_by_itself_is_no_collective_timeout(killed):
+    """The supervisor saw `killed` gone (SIGKILLed, no record of its own) while its peers waited
+    in a collective it never entered: it died, it did not hang. The verdict is the kill (an
+    unknown cause, restarted as it was), not a timeout that would leave a healthy node out."""
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(10), T0 + 5)
+    peers = [r for r in range(4) if r != killed]
+    for r in peers:
+        b.collective(0, r, "default", 11, end + 0.2, None)
+        for k in range(6):
+            b.heartbeat(0, r, end + k, 9, ("all_gather", "default", 11, end + 0.2))
+    b.heartbeat(0, killed, end, 9)
+    supervisor_event(
+        b,
+        0,
+        killed,
+        end + 0.3,
+        EVENT_RANK_EXIT,
+        f"rank {killed} ended with no exit or exception of its own recorded",
+        exit_code=None,
+        signal=None,
+        first_observed=True,
+        vanished=True,
+    )
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    assert v.category is Category.UNKNOWN and v.culprit.rank == killed, v
+    assert "the supervisor saw it gone first" in v.summary
+    # without that observation the same stall is a hang
+    b.rows["events"] = [e for e in b.rows["events"] if e["kind"] != EVENT_RANK_EXIT]
+    assert root(analyze_job(b.load(), AnalyzerConfig())).verdict.category is Category.COLLECTIVE_TIMEOUT
+
+
 def test_a_rank_that_recorded_its_own_exception_is_judged_by_it():
     b = JobBuilder().world(2, per_node=2)
     end = b.steps(0, range(3), T0 + 5)

@@ -25,6 +25,9 @@ ENV_JOB_ID = "TRIAGE_JOB_ID"
 #: The run: one `triage run` launch of a job (a job id names a job; launching it again is a new
 #: run with its own attempts). Set by the supervisor for every process it starts.
 ENV_RUN_ID = "TRIAGE_RUN_ID"
+#: 128 + SIGTERM: how a preempted rank (and job) exits once its checkpoint is saved, as
+#: schedulers expect
+EXIT_PREEMPTED = 143
 ENV_ATTEMPT = "TRIAGE_ATTEMPT"
 ENV_DATA_DIR = "TRIAGE_DATA_DIR"
 #: Node name of this process. Set by `triage train` for the simulated nodes it starts on one

@@ -22,6 +22,7 @@ from triage import display
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.gpu_health import IMMEDIATE_XIDS
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
+from triage.config import EXIT_PREEMPTED
 from triage.store import compact, ingest_spools, open_snapshot
 from triage.store.job_data import load_job
 from triage.store.layout import spool_nodes
@@ -148,7 +149,9 @@ def read_clean_exits(
     """Those ranks of `since` (rank -> when its process was first seen) whose hooks recorded
     an exit, at that time or later, with no exception and no non-zero exit code: a rank that
     ended its part of the job, while another (rank 0 saving the final model) still works. A
-    rank without such a record died (SIGKILL, a signal) or failed."""
+    rank without such a record died (SIGKILL, a signal) or failed. Exit 143 after a SIGTERM
+    is a rank that saved its checkpoint and stopped as asked (preemption): the launcher's own
+    exit status says what became of the job."""
     params = {"job": job_id, "run": run_id, "attempt": attempt}
     with open_snapshot(data_dir) as snap:
         rows = snap.con.execute(_EXITS_SQL, params).fetchall()
@@ -157,7 +160,7 @@ def read_clean_exits(
     for rank, kind, when, code in rows:
         if rank not in since or when < since[rank] - 1.0:
             continue  # an earlier process of that rank (a restart within the attempt)
-        if kind == "exception" or (code is not None and int(code) != 0):
+        if kind == "exception" or (code is not None and int(code) not in (0, EXIT_PREEMPTED)):
             failed.add(rank)
         else:
             clean.add(rank)

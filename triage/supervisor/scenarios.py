@@ -28,7 +28,9 @@ class Scenario:
     category: Category | None  # the verdict expected (None: no failure)
     action: Action | None  # what the supervisor is expected to do about it
 
-    def train_command(self, *, steps: int = STEPS, nnodes: int = 2, extra: tuple[str, ...] = ()) -> list[str]:
+    def train_command(
+        self, *, steps: int = STEPS, nnodes: int = 2, nproc_per_node: int = 2, extra: tuple[str, ...] = ()
+    ) -> list[str]:
         cmd = [
             sys.executable,
             "-m",
@@ -37,7 +39,7 @@ class Scenario:
             "--nnodes",
             str(nnodes),
             "--nproc-per-node",
-            "2",
+            str(nproc_per_node),
             "--steps",
             str(steps),
             "--checkpoint-every",

@@ -35,6 +35,7 @@ from triage.config import (
     ENV_RESUME_BEFORE_STEP,
     ENV_RUN_ID,
     ENV_SKIP_STEPS,
+    EXIT_PREEMPTED,
     ConfigError,
     data_dir_from_env,
 )
@@ -745,7 +746,7 @@ class Supervisor:
                 return Status.PREEMPTED, "slurm_sigterm", progress
             if rc is not None:
                 return (
-                    {0: Status.COMPLETED, 143: Status.PREEMPTED}.get(rc, Status.FAILED),
+                    {0: Status.COMPLETED, EXIT_PREEMPTED: Status.PREEMPTED}.get(rc, Status.FAILED),
                     "launcher_exit",
                     progress,
                 )
