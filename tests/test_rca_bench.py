@@ -3,7 +3,11 @@ and, marked slow, one real trial judged end to end."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
+from conftest import TRIAGE_CLI
 
 from triage.benchmarks.rca_campaign import ALL_KINDS, KINDS, LAYOUTS, QUICK_KINDS, plan
 from triage.benchmarks.rca_report import markdown
@@ -147,15 +151,42 @@ def test_the_plan_is_seeded_and_covers_every_kind_in_both_layouts():
     assert [t for t in full if t.kind in QUICK_KINDS and t.name.endswith("-0")] == plan(0, QUICK_KINDS, 1)
 
 
-@pytest.mark.slow
-def test_one_real_trial_is_judged_against_its_injection(tmp_path):
-    from triage.benchmarks.rca_trial import run_trial
+#: The CI gate on `triage bench rca --quick` (seed 0): the published figures are 1.00 for both
+#: (README, "How often is Triage right?"); one miss in the 7 judgements (a spurious timeout on
+#: a busy 2-core runner) stays above these, two fail the build.
+MIN_MACRO_F1 = 0.80
+MIN_CULPRIT_ACCURACY = 0.85
 
-    (trial,) = plan(0, ("exception",), 1)
-    (got,), record = run_trial(trial, tmp_path)
-    (run,) = record["runs"]
-    assert run["status"] == "failed" and len(run["attempts"]) == 1, record
-    assert (got.expected, got.got) == ("user_code_error", "user_code_error"), got
-    assert got.expected_culprit.node is not None and got.rank_ok and got.node_ok, got
-    assert (got.expected_action, got.got_action) == ("fail_fast", "fail_fast")
-    assert got.detect_s is not None and got.detect_s > 0 and not got.missed
+
+@pytest.mark.slow
+def test_the_quick_campaign_meets_the_published_accuracy(tmp_path):
+    """CI runs the quick campaign: real jobs under `triage run`, each judged against its
+    injection; exit 1 below the gate."""
+    out = subprocess.run(
+        [
+            *TRIAGE_CLI,
+            "bench",
+            "rca",
+            "--quick",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "out"),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--min-macro-f1",
+            str(MIN_MACRO_F1),
+            "--min-culprit-accuracy",
+            str(MIN_CULPRIT_ACCURACY),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    report = json.loads((tmp_path / "out" / "rca.json").read_text())
+    assert (tmp_path / "out" / "rca.md").read_text().startswith("## triage bench rca")
+    scores = report["scores"]
+    assert scores["action"]["false_fail_fast"]["hits"] == 0, scores["misses"]
+    assert scores["macro_f1"] >= MIN_MACRO_F1 and scores["culprit"]["rank"]["value"] >= MIN_CULPRIT_ACCURACY
