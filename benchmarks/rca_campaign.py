@@ -128,7 +128,7 @@ class Trial:
 
 #: Kinds that are no single fault; `--kinds` selects them by these names too.
 COMPOSITES = ("ckpt_corrupt", "pair_hw_sw", "pair_straggler_hang", "startup", "sequence")
-QUICK_KINDS = ("exception", "kill", "nan", "hang", "gpu_lost", "ecc", "pair_straggler_hang")
+QUICK_KINDS = ("exception", "nan", "hang", "kill", "gpu_lost", "ecc", "pair_straggler_hang")
 #: Fault steps of failing faults: after the first checkpoint (step 2) and the first steps'
 #: start-up skew, before the end; start-up faults strike the first step.
 FAIL_STEPS = (2, 3, 4, 5)
