@@ -17,7 +17,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "agent": ("agent", "the agent's CPU and peak RSS on a busy simulated node, beside a bare exporter"),
     "recovery": ("recovery", "time to detect and recover from a crash, a hang and a GPU fault; goodput"),
     "rca": ("rca", "root-cause accuracy under a seeded random fault campaign: F1, culprit, action, latency"),
-    "analyze-scale": ("analyze_scale", "analyzer queries on a 1024-rank x 2000-step synthetic job"),
+    "analyze-scale": (
+        "analyze_scale",
+        "the whole analysis of a synthetic job of --ranks (1k-16k) x --steps: time, CPU, memory",
+    ),
     "report": (
         "report",
         "`triage report` over a synthetic 10,000-job, 1,000-node history: time, memory, lemon nodes found",
