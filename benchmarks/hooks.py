@@ -21,7 +21,8 @@ of one recorded event.
    automatic hooks (sitecustomize, Flight Recorder on, as `triage run` starts it) and bare;
    `auto_overhead_ratio` has the same target as `overhead_ratio`. In process, the microseconds
    the automatic hooks add to one optimizer step (`auto_step_record_us`: the optimizer step
-   hooks, the backward wrapper, the step record; target <= 50 us, under 1% of a 5 ms step).
+   hooks, the backward wrapper, the step record, timed as in 2; target <= 50 us, under 1% of a
+   5 ms step).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,19 +100,19 @@ WRAPPED: dict[str, _OpSpec] = {
 #: step, enter). What it buffers is this row with its end (None while unknown) appended: one
 #: flat tuple of plain values, the cheapest record to build and one the garbage collector stops
 #: tracking at its first pass. The dtype is torch's object and the bandwidths are left out: the
-#: writer thread names and derives them (`spool_row`).
+#: writer thread names and derives them (`spool_columns`).
 _Row = tuple[int, str, str, int, int, torch.dtype | None, int | None, float]
 
 
-def spool_row(raw: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A buffered collective as the spool's `collectives` row, with the names and bandwidths
-    the hot path leaves to the writer thread."""
-    seq, op, group, size, nbytes, dtype, step, enter, end = raw
-    algbw = busbw = None
-    if end is not None and end > enter and nbytes > 0:
-        algbw = nbytes / (end - enter)
-        busbw = algbw * busbw_factor(op, size)
-    return (seq, op, group, size, nbytes, dtype_name(dtype), step, enter, end, algbw, busbw)
+def spool_columns(columns: list[Sequence[Any]]) -> list[Sequence[Any]]:
+    """Buffered collectives, as columns, as the spool's `collectives` columns, with the names
+    and bandwidths the hot path leaves to the writer thread."""
+    seq, op, group, size, nbytes, dtype, step, enter, end = columns
+    algbw = [
+        b / (e - s) if e is not None and e > s and b > 0 else None for b, s, e in zip(nbytes, enter, end)
+    ]
+    busbw = [a * busbw_factor(o, n) if a is not None else None for a, o, n in zip(algbw, op, size)]
+    return [seq, op, group, size, nbytes, list(map(dtype_name, dtype)), step, enter, end, algbw, busbw]
 
 
 class CollectiveRecorder:

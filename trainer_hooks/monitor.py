@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -41,7 +41,7 @@ import torch
 from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.canary import Canary
 from triage.trainer_hooks.collective_timing import CollectiveRecorder
-from triage.trainer_hooks.collective_timing import spool_row as spool_collective
+from triage.trainer_hooks.collective_timing import spool_columns as spool_collectives
 from triage.trainer_hooks.config import MonitorConfig
 from triage.trainer_hooks.flight_recorder import FlightRecorderDumper
 from triage.trainer_hooks.flight_recorder import dump_dir as fr_dump_dir
@@ -59,7 +59,7 @@ _isfinite = math.isfinite
 
 #: What the hot path buffers per step: (step, start on the perf_counter clock, duration, data,
 #: compute and optimizer seconds, seconds blocked in collectives, tokens, samples, loss, grad
-#: norm, peak memory bytes); `_spool_step` derives the rest of the spool's row from it.
+#: norm, peak memory bytes); `_spool_steps` derives the rest of the spool's row from it.
 _StepRow = tuple[int, float, float, float, float, float, float, int, int, Any, Any, int]
 
 
@@ -270,7 +270,7 @@ class TrainingMonitor:
             self.buffer,
             min(cfg.flush_interval_s, cfg.heartbeat_interval_s),
             self._tick,
-            finish={"steps": self._spool_step, "collectives": spool_collective},
+            finish={"steps": self._spool_steps, "collectives": spool_collectives},
         )
         self._put_rank_row()
         self.event(
@@ -390,7 +390,7 @@ class TrainingMonitor:
 
     def _finish_step(self, t: StepTimer, duration: float) -> None:
         """Buffer the step's raw values (`_StepRow`); the writer thread turns them into the
-        spool's row (`_spool_step`)."""
+        spool's row (`_spool_steps`)."""
         coll = self._collectives
         blocked, coll.blocked_s = coll.blocked_s, 0.0
         loss, gnorm = t.loss, t.grad_norm
@@ -429,19 +429,24 @@ class TrainingMonitor:
                 ready.record()
             self._pending_canary.append((t.step, time.time(), result, ready))
 
-    def _spool_step(self, row: _StepRow) -> tuple[Any, ...]:
-        """A buffered step as the spool's `steps` row: wall-clock times, the non-finite flag and
-        MFU, derived on the writer thread."""
-        step, t0, duration, data_s, compute_s, optimizer_s, blocked, tokens, samples, loss, gnorm, peak = row
+    def _spool_steps(self, columns: list[Sequence[Any]]) -> list[Sequence[Any]]:
+        """Buffered steps, as columns, as the spool's `steps` columns: wall-clock times, the
+        non-finite flag and MFU, derived on the writer thread."""
+        step, t0, duration, data_s, compute_s, optimizer_s, blocked, tokens, samples, loss, gnorm, peak = (
+            columns
+        )
+        offset = self._wall_offset  # perf_counter -> unix time, fixed once at start
+        start = [t + offset for t in t0]
         cfg = self.config
-        mfu = None
-        if cfg.flops_per_token and cfg.peak_flops and duration > 0 and tokens:
-            mfu = tokens * cfg.flops_per_token / duration / cfg.peak_flops
-        wall0 = t0 + self._wall_offset  # perf_counter -> unix time, fixed once at start
-        return (
+        per_token = cfg.flops_per_token / cfg.peak_flops if cfg.flops_per_token and cfg.peak_flops else None
+        mfu = [
+            n * per_token / d if per_token is not None and d > 0 and n else None
+            for n, d in zip(tokens, duration)
+        ]
+        return [
             step,
-            wall0,
-            wall0 + duration,
+            start,
+            [s + d for s, d in zip(start, duration)],
             data_s,
             compute_s,
             optimizer_s,
@@ -450,10 +455,10 @@ class TrainingMonitor:
             samples,
             loss,
             gnorm,
-            _nonfinite(loss, gnorm),
+            list(map(_nonfinite, loss, gnorm)),
             peak,
             mfu,
-        )
+        ]
 
     def _check_finite(self, step: int, name: str, value: Any) -> Any:
         """A host scalar as a float, flagged now when non-finite; CUDA tensors pass through

@@ -1,10 +1,10 @@
 """The background thread that turns buffered records into spool segments.
 
 Training threads only append tuples to a `RecordBuffer`; this thread, once per flush interval,
-adds the heartbeat, completes the rows of the tables whose producers buffer them unfinished
-(`finish`: derived columns and names the hot path leaves out), converts each table's rows to
-Arrow columns and writes one segment per flush, holding every non-empty table (see
-spool_schema).
+adds the heartbeat, turns each table's rows into columns, completes the columns of the tables
+whose producers buffer them unfinished (`finish`: derived columns and names the hot path leaves
+out, computed a column at a time), converts them to Arrow and writes one segment per flush,
+holding every non-empty table (see spool_schema).
 A write that fails (disk full, spool unwritable) is reported once on stderr, the rows go back to
 the buffer to be retried, and training is never interrupted.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ class SpoolWriter:
         buffer: RecordBuffer,
         flush_interval_s: float,
         on_tick: Callable[[], None] | None = None,
-        finish: Mapping[str, Callable[[Any], tuple[Any, ...]]] | None = None,
+        finish: Mapping[str, Callable[[list[Sequence[Any]]], list[Sequence[Any]]]] | None = None,
     ) -> None:
         if len(identity) != _N_IDENTITY:
             raise ValueError(
@@ -93,14 +93,16 @@ class SpoolWriter:
 
     def _write(self, drained: dict[str, list[tuple[Any, ...]]]) -> None:
         tables = {}
-        for table, buffered in drained.items():
+        for table, rows in drained.items():
             schema = SPOOL_TABLES[table]
-            finish = self.finish.get(table)
-            rows = buffered if finish is None else [finish(row) for row in buffered]
             n = len(rows)
+            values: list[Sequence[Any]] = list(zip(*rows))
+            finish = self.finish.get(table)
+            if finish is not None:
+                values = finish(values)
             columns = [pa.array([v] * n, type=f.type) for v, f in zip(self.identity, IDENTITY_FIELDS)]
-            for i, values in enumerate(zip(*rows)):
-                columns.append(pa.array(values, type=schema.field(_N_IDENTITY + i).type))
+            for i, column in enumerate(values):
+                columns.append(pa.array(column, type=schema.field(_N_IDENTITY + i).type))
             tables[table] = pa.Table.from_arrays(columns, schema=schema)
         self.directory.mkdir(parents=True, exist_ok=True)
         write_segment(self.directory, self._seq, tables)
