@@ -17,9 +17,10 @@ process-group backend written in Python issues inside one is recorded as one of 
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,8 @@ WRAPPED: dict[str, _OpSpec] = {
 #: tracking at its first pass. The dtype is torch's object and the bandwidths are left out: the
 #: writer thread names and derives them (`spool_columns`).
 _Row = tuple[int, str, str, int, int, torch.dtype | None, int | None, float]
+#: What the hot path keeps per process group: its name, size and sequence numbers.
+_Group = tuple[str, int, Iterator[int]]
 
 
 def spool_columns(columns: list[Sequence[Any]]) -> list[Sequence[Any]]:
@@ -123,10 +126,12 @@ class CollectiveRecorder:
         self.clock = clock
         self.step: int | None = None
         self.blocked_s = 0.0  # time the calling thread spent inside blocking collectives
-        self._seq: dict[str, int] = {}
-        # (name, size) by the id of the group object a call passed (None: the default group),
-        # emptied when a group is destroyed: a later group may get a dead one's id
-        self._groups: dict[int, tuple[str, int]] = {}
+        # the sequence numbers of each group name, kept when the group is destroyed: a group
+        # made again under the same name goes on counting, so its rows stay apart from the old
+        self._seq: dict[str, Iterator[int]] = {}
+        # (name, size, sequence numbers) by the id of the group object a call passed (None: the
+        # default group), emptied when a group is destroyed: a later group may get a dead one's id
+        self._groups: dict[int, _Group] = {}
         # Rows entered and not finished, oldest first; a list, not a dict keyed by (group, seq):
         # an append and a remove of the last entry cost less than building a key and hashing it.
         # Each row is removed by its own call, once; a closing monitor hides them instead.
@@ -163,16 +168,17 @@ class CollectiveRecorder:
         self._originals.clear()
 
     # -- hot path ------------------------------------------------------------------------------
-    def _describe(self, group: Any) -> tuple[str, int] | None:
-        """(name, size) of a group seen for the first time, cached; None while there is no
-        default group to stand for `group=None`."""
+    def _describe(self, group: Any) -> _Group | None:
+        """A group seen for the first time, cached; None while there is no default group to
+        stand for `group=None`."""
         pg = c10d.GroupMember.WORLD if group is None else group
         if pg is None:
             return None
         try:
-            described = (str(pg.group_name), int(pg.size()))
+            name, size = str(pg.group_name), int(pg.size())
         except Exception:  # noqa: BLE001 (a group torch cannot describe keeps a synthetic name)
-            described = (f"pg{id(pg):x}", 0)
+            name, size = f"pg{id(pg):x}", 0
+        described = (name, size, self._seq.setdefault(name, itertools.count(1)))
         self._groups[id(group)] = described
         return described
 
@@ -191,13 +197,7 @@ class CollectiveRecorder:
     def _wrap(self, original: Callable[..., Any], spec: _OpSpec) -> Callable[..., Any]:
         # Everything the wrapper reads per call is a local of this closure: an attribute or a
         # global lookup costs as much as the append that records the row.
-        recorder, clock, seqs, inflight, groups = (
-            self,
-            self.clock,
-            self._seq,
-            self._inflight,
-            self._groups,
-        )
+        recorder, clock, inflight, groups = self, self.clock, self._inflight, self._groups
         queue, capacity = self.buffer.queue("collectives"), self.buffer.capacity
         op, group_pos, async_pos = spec.op, spec.group_pos, spec.async_pos
         # an op without data (barrier) looks for it where no call puts it
@@ -214,9 +214,8 @@ class CollectiveRecorder:
             described = groups.get(id(group)) or recorder._describe(group)
             if described is None:  # not initialised: torch raises its own error
                 return original(*args, **kwargs)
-            gname, gsize = described
-            seq = seqs.get(gname, 0) + 1
-            seqs[gname] = seq
+            gname, gsize, seqs = described
+            seq = next(seqs)
             dtype: torch.dtype | None
             if isinstance(data, tensor_type):
                 nbytes, dtype, cuda = data.nbytes, data.dtype, cuda_possible and not async_op and data.is_cuda
@@ -226,38 +225,55 @@ class CollectiveRecorder:
             enter = clock()
             row: _Row = (seq, op, gname, gsize, nbytes, dtype, step, enter)
             inflight.append(row)
-            start_ev = None
-            if cuda:
-                # torch.cuda.Event's constructor is unannotated
-                start_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-                start_ev.record()
+            if async_op or cuda:
+                return recorder._call_completed_later(original, args, kwargs, row, cuda)
             try:
                 result = original(*args, **kwargs)
             except BaseException:
                 inflight.remove(row)
                 raise
-            if async_op and result is not None and hasattr(result, "get_future"):
-                recorder._complete_on_future(row, result)
-            elif start_ev is not None:
-                # torch.cuda.Event's constructor is unannotated
-                end_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-                end_ev.record()
-                recorder._pending_cuda.append((row, start_ev, end_ev, enter))
-                inflight.remove(row)
+            end = clock()
+            inflight.remove(row)
+            recorder.blocked_s += end - enter
+            if len(queue) < capacity:
+                queue.append((seq, op, gname, gsize, nbytes, dtype, step, enter, end))
             else:
-                end = clock()
-                inflight.remove(row)
-                recorder.blocked_s += end - enter
-                if len(queue) < capacity:
-                    queue.append((seq, op, gname, gsize, nbytes, dtype, step, enter, end))
-                else:
-                    recorder.buffer.drop("collectives")
+                recorder.buffer.drop("collectives")
             return result
 
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         wrapper.__name__ = getattr(original, "__name__", "collective")
         wrapper.__doc__ = original.__doc__
         return wrapper
+
+    def _call_completed_later(
+        self, original: Callable[..., Any], args: Any, kwargs: Any, row: _Row, cuda: bool
+    ) -> Any:
+        """A collective whose end is not the call's return: an async op (its work's future)
+        or a blocking one on CUDA (events the writer thread reads once they complete)."""
+        start_ev = None
+        if cuda:
+            # torch.cuda.Event's constructor is unannotated
+            start_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            start_ev.record()
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            self._inflight.remove(row)
+            raise
+        if start_ev is not None:
+            end_ev = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end_ev.record()
+            self._pending_cuda.append((row, start_ev, end_ev, row[7]))
+            self._inflight.remove(row)
+        elif result is not None and hasattr(result, "get_future"):
+            self._complete_on_future(row, result)
+        else:  # no work to wait for (a rank outside the group): done when the call returned
+            end = self.clock()
+            self._inflight.remove(row)
+            self.blocked_s += end - row[7]
+            self.buffer.put("collectives", row + (end,))
+        return result
 
     def _complete_on_future(self, row: _Row, work: Any) -> None:
         try:
