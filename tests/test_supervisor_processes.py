@@ -247,7 +247,7 @@ def test_no_next_attempt_starts_beside_a_process_that_withstood_sigkill(tmp_path
     from triage.supervisor.supervisor import Supervisor
 
     stuck = JobProcess(pid=4_194_999, ppid=1, rank=0, cmdline="python train.py")
-    monkeypatch.setattr(AttemptProcesses, "stop", lambda self, grace_s: [stuck.pid])
+    monkeypatch.setattr(AttemptProcesses, "stop", lambda self, grace_s, rank_grace_s=None: [stuck.pid])
     monkeypatch.setattr(
         AttemptProcesses, "processes", lambda self: [stuck] if self.launcher.poll() is not None else []
     )
@@ -258,3 +258,47 @@ def test_no_next_attempt_starts_beside_a_process_that_withstood_sigkill(tmp_path
     assert len(report.attempts) == 1 and report.status == "failed"
     assert "outlived SIGKILL (4194999): not starting attempt 1" in report.reason
     assert report.attempts[0].survivors == ["4194999 python train.py"]
+
+
+_STUBBORN_RANK = """
+import os, signal, subprocess, sys, time
+out = sys.argv[1]
+rank = subprocess.Popen(
+    [
+        sys.executable,
+        "-c",
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "open(sys.argv[1], 'w').close(); time.sleep(60)",
+        os.path.join(out, "rank-ready"),
+    ],
+    env={**os.environ, "RANK": "0"},
+)
+def on_term(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the keeper's group gets it too
+    rank.wait()  # a launcher that reports once its rank is gone, as torchrun does
+    open(os.path.join(out, "summary"), "w").write(str(rank.returncode))
+    sys.exit(1)
+signal.signal(signal.SIGTERM, on_term)
+open(os.path.join(out, "started"), "w").close()
+time.sleep(60)
+"""
+
+
+def test_a_failed_attempts_ranks_get_the_short_grace_and_the_launcher_its_report(tmp_path):
+    """A rank that ignores SIGTERM gets SIGKILL after `rank_grace_s`; its launcher, which waits
+    for it and then writes its summary, gets the whole grace for that and is not killed."""
+    script = tmp_path / "launcher.py"
+    script.write_text(_STUBBORN_RANK)
+    procs = AttemptProcesses([sys.executable, str(script), str(tmp_path)], dict(os.environ))
+    try:
+        assert _wait_for(lambda: (tmp_path / "started").exists() and (tmp_path / "rank-ready").exists(), 20)
+        (rank_pid,) = procs.ranks().values()
+        began = time.monotonic()
+        killed = procs.stop(30.0, rank_grace_s=0.5)
+        took = time.monotonic() - began
+    finally:
+        if procs.poll() is None:
+            procs.stop(0.0)
+    assert killed == [rank_pid]
+    assert (tmp_path / "summary").read_text() == str(-signal.SIGKILL)
+    assert took < 30.0  # ended when all were gone, not at the whole grace

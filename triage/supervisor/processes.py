@@ -257,14 +257,16 @@ class AttemptProcesses:
             table.pop(p.pid, None)
         return table
 
-    def stop(self, grace_s: float) -> list[int]:
+    def stop(self, grace_s: float, rank_grace_s: float | None = None) -> list[int]:
         """SIGTERM to the keeper's process group and to every process of the attempt but the
         ranks' own children (a DataLoader worker that a SIGTERM ends first makes its rank
         report a data-pipeline error that never happened), SIGKILL to whatever is left after
         `grace_s` (the wait ends as soon as all are gone: a crashed job whose ranks are
-        already dead costs no grace); returns the pids that needed SIGKILL. Returns once
-        nothing is left, or after `_KILL_WAIT_S` more for a process stuck in the kernel, which
-        `processes()` then names."""
+        already dead costs no grace). `rank_grace_s`: the rank processes get only this long
+        before SIGKILL, their launchers still `grace_s` to see them gone and write what they
+        write at the end (torchrun's failure report, a run summary). Returns the pids that
+        needed SIGKILL, once nothing is left, or after `_KILL_WAIT_S` more for a process stuck
+        in the kernel, which `processes()` then names."""
         try:
             os.killpg(self.launcher.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -272,10 +274,16 @@ class AttemptProcesses:
         procs = self.processes()
         ranks = {p.pid for p in procs if p.rank is not None}
         _signal_all([p.pid for p in procs if p.ppid not in ranks], signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and (self.launcher.poll() is None or self.processes()):
+        started = time.monotonic()
+        rank_deadline = started + (grace_s if rank_grace_s is None else min(grace_s, rank_grace_s))
+        killed: list[int] = []
+        while time.monotonic() < started + grace_s and (self.launcher.poll() is None or self.processes()):
+            if time.monotonic() >= rank_deadline:
+                late = [p.pid for p in self.processes() if p.rank is not None]
+                _signal_all(late, signal.SIGKILL)
+                killed += [pid for pid in late if pid not in killed]
             time.sleep(_STOP_POLL_S)
-        killed = [p.pid for p in self.processes()]
+        killed += [p.pid for p in self.processes() if p.pid not in killed]
         if self.launcher.poll() is None:
             killed.append(self.launcher.pid)
             try:

@@ -566,7 +566,7 @@ class Supervisor:
         if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
             output.stopping()
-            report.killed_pids = procs.stop(self._stop_grace(detection))
+            report.killed_pids = procs.stop(self.cfg.grace, rank_grace_s=self._rank_grace(detection))
             self._cancel_step(step_name)
         report.exit_code = launcher.returncode
         report.ended = time.time()
@@ -890,15 +890,16 @@ class Supervisor:
             since,
         )
 
-    def _stop_grace(self, detection: str) -> float:
+    def _rank_grace(self, detection: str) -> float | None:
         """How long the ranks get after SIGTERM. A failed attempt's ranks can finish nothing
         together any more (a peer is dead, hung or on a lost GPU; a checkpoint would block in
         its first collective): they get what their hooks need to write what they buffered,
-        `_SETTLE_S`. Only a stop the ranks can act on (a preemption, Ctrl-C: the supervisor's
-        interrupt path) gets the whole `--grace`, to save a checkpoint."""
+        `_SETTLE_S` (their launchers keep the whole `--grace` to report them gone). A stop the
+        ranks can act on (a preemption, Ctrl-C: the supervisor's interrupt path) gives them the
+        whole `--grace`, to save a checkpoint."""
         if detection in ("rank_exit", "gpu_fault", "collective_stall", "hang", "launcher_exit"):
-            return min(self.cfg.grace, _SETTLE_S)
-        return self.cfg.grace
+            return _SETTLE_S
+        return None
 
     def _probe(self, attempt: int, agents: Agents, since: float) -> Progress | None:
         """The attempt's progress from the store, None where the store could not be read this
