@@ -158,18 +158,17 @@ def assert_verdict(
 
 
 # Culprit ranks and fault steps differ from kind to kind (every rank of both nodes is a culprit
-# somewhere), so no verdict is right only for one placement.
+# somewhere), so no verdict is right only for one placement. The user exception, NaN, hang,
+# Xid 79, ECC and SIGKILL faults are judged in CI by `triage bench rca --quick`
+# (tests/test_rca_bench.py): under `triage run`, at placements drawn from its seed.
 CRASHES = [
     # (inject spec, what the trainer itself prints, category, culprit rank or None)
-    ("exception@step=3,rank=1", "KeyError: 'labels'", "user_code_error", 1),
     (
         "oom@step=2,rank=2",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
         "gpu_oom",
         2,
     ),
-    ("nan@step=3,rank=0", "FloatingPointError: Loss is nan at step 3", "numerical_instability", 0),
-    ("hang@step=3,rank=1", f"Timed out waiting {TIMEOUT}000ms", "collective_timeout", 1),
     ("data_error@step=3,rank=0", "is killed by signal: Segmentation fault.", "data_pipeline_error", 0),
     # On rank 0 the failing write is DCP's metadata, through torch's zip writer, which reports
     # `unexpected pos N vs M` and loses the errno: Triage then says checkpoint_error (the same
@@ -182,8 +181,6 @@ CRASHES = [
         "cuda_error",
         0,
     ),
-    ("xid@step=3,xid=79,rank=2", f"Timed out waiting {TIMEOUT}000ms", "gpu_fallen_off_bus", 2),
-    ("ecc@step=3,rank=1", "CUDA error: uncorrectable ECC error encountered", "gpu_memory_error", 1),
     (f"nvlink@step=3,rank={CULPRIT}", "Connection closed by peer", "nvlink_error", CULPRIT),
     ("sigterm@step=3", "preempted (SIGTERM): checkpoint saved at step 3", "preemption", None),
 ]
@@ -219,13 +216,6 @@ def test_failure_is_attributed_to_its_root_cause(tmp_path, spec, printed, catego
     if category in ("gpu_fallen_off_bus", "collective_timeout"):
         # the other ranks' timeouts are explained as consequences, not separate root causes
         assert incident["consequences"], incident
-
-
-def test_sigkill_of_one_rank(tmp_path):
-    rc, out, _ = run_scenario(tmp_path, "kill@step=3,rank=0")
-    assert rc != 0 and "Signal 9 (SIGKILL) received by PID" in out, out
-    incident = root_incident(analyze(tmp_path))
-    assert incident["culprit"]["rank"] == 0, incident
 
 
 def test_slow_faults_are_reported_without_a_crash(tmp_path):
