@@ -302,3 +302,21 @@ def test_a_failed_attempts_ranks_get_the_short_grace_and_the_launcher_its_report
     assert killed == [rank_pid]
     assert (tmp_path / "summary").read_text() == str(-signal.SIGKILL)
     assert took < 30.0  # ended when all were gone, not at the whole grace
+
+
+def test_a_dead_ranks_orphaned_worker_does_not_pass_for_the_rank(tmp_path):
+    """Rank 0 is SIGKILLed; its DataLoader worker (RANK=0 too) lives on, orphaned to a subreaper
+    of ours, for the seconds it takes to notice. The rank is gone at once all the same."""
+    script = tmp_path / "tree.py"
+    script.write_text(_RANK_TREE)
+    procs = AttemptProcesses([sys.executable, str(script), str(tmp_path)], dict(os.environ))
+    try:
+        assert _wait_for(lambda: len(procs.processes()) == 5, 20), procs.processes()
+        ranks = procs.ranks()
+        (worker,) = [p.pid for p in procs.processes() if p.rank == 0 and p.pid != ranks[0]]
+        os.kill(ranks[0], signal.SIGKILL)
+        assert _wait_for(lambda: 0 not in procs.ranks(), 5)
+        assert worker in [p.pid for p in procs.processes()]  # still there, and no rank
+        assert sorted(procs.ranks()) == [1]
+    finally:
+        procs.stop(0.0)

@@ -192,6 +192,7 @@ class AttemptProcesses:
         info = _stat(self.launcher.pid)
         self._since_ticks = info.start_ticks if info else 0
         self.observed: dict[int, ObservedRank] = {}
+        self._workers: set[int] = set()  # pids seen as a rank's child with its RANK
 
     def poll(self) -> int | None:
         """The command's exit status once it has ended (the keeper passes it on)."""
@@ -209,8 +210,16 @@ class AttemptProcesses:
 
     def ranks(self) -> dict[int, int]:
         """rank -> pid among the attempt's processes: the tree decides who belongs, RANK only
-        says which rank a member is. Each new rank process is noted in `observed`."""
-        found = rank_pids(self.processes())
+        says which rank a member is. Each new rank process is noted in `observed`. A process
+        once seen as a rank's worker stays a worker: when its rank dies, a DataLoader worker is
+        orphaned to a subreaper of ours and would pass for the rank (for the seconds it takes
+        to notice its parent is gone), hiding the death."""
+        procs = self.processes()
+        by_pid = {p.pid: p for p in procs}
+        self._workers |= {
+            p.pid for p in procs if p.rank is not None and p.ppid in by_pid and by_pid[p.ppid].rank == p.rank
+        }
+        found = rank_pids([p for p in procs if p.pid not in self._workers])
         for rank, pid in found.items():
             if rank not in self.observed or self.observed[rank].pid != pid:
                 env = environ_of(pid, ("LOCAL_RANK", "WORLD_SIZE", ENV_NODE))
