@@ -7,7 +7,6 @@ sides alike.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from triage.store import open_snapshot
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.policy import AttemptResult, Plan, decide
 from triage.supervisor.report import AttemptReport, JobReport
+from triage.supervisor.scenarios import train_argv
 from triage.supervisor.supervisor import Supervisor
 from triage.taxonomy import TAXONOMY, Category
 
@@ -32,29 +32,16 @@ Placement = dict[tuple[int, int], tuple[str, int | None]]
 
 
 def train_command(job: Job) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "triage.cli",
-        "train",
-        "--nnodes",
-        str(job.layout.nnodes),
-        "--nproc-per-node",
-        str(job.layout.nproc),
-        "--steps",
-        str(job.steps),
-        "--checkpoint-every",
-        "2",
-        "--collective-timeout",
-        str(COLLECTIVE_TIMEOUT_S),
-        "--startup-timeout",
-        str(STARTUP_TIMEOUT_S),
-        "--shutdown-timeout",
-        "5",
-    ]
-    for spec in job.inject:
-        cmd += ["--inject", spec]
-    return cmd
+    return train_argv(
+        nnodes=job.layout.nnodes,
+        nproc_per_node=job.layout.nproc,
+        steps=job.steps,
+        checkpoint_every=2,
+        collective_timeout=COLLECTIVE_TIMEOUT_S,
+        shutdown_timeout=5,
+        inject=tuple(job.inject),
+        extra=("--startup-timeout", str(STARTUP_TIMEOUT_S)),
+    )
 
 
 def supervisor_config(job: Job, data_dir: Path) -> SupervisorConfig:

@@ -31,27 +31,52 @@ class Scenario:
     def train_command(
         self, *, steps: int = STEPS, nnodes: int = 2, nproc_per_node: int = 2, extra: tuple[str, ...] = ()
     ) -> list[str]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "triage.cli",
-            "train",
-            "--nnodes",
-            str(nnodes),
-            "--nproc-per-node",
-            str(nproc_per_node),
-            "--steps",
-            str(steps),
-            "--checkpoint-every",
-            "5",
-            "--collective-timeout",
-            str(COLLECTIVE_TIMEOUT_S),
-            "--shutdown-timeout",
-            "10",
-        ]
-        for spec in self.inject:
-            cmd += ["--inject", spec]
-        return cmd + list(extra)
+        return train_argv(
+            nnodes=nnodes,
+            nproc_per_node=nproc_per_node,
+            steps=steps,
+            checkpoint_every=5,
+            collective_timeout=COLLECTIVE_TIMEOUT_S,
+            shutdown_timeout=10,
+            inject=self.inject,
+            extra=extra,
+        )
+
+
+def train_argv(
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    steps: int,
+    checkpoint_every: int,
+    collective_timeout: float,
+    shutdown_timeout: int,
+    inject: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """`triage train` of this interpreter with the tiny model's defaults and `--inject` faults:
+    the job every scenario and benchmark trial runs."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "triage.cli",
+        "train",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        str(checkpoint_every),
+        "--collective-timeout",
+        str(collective_timeout),
+        "--shutdown-timeout",
+        str(shutdown_timeout),
+    ]
+    for spec in inject:
+        cmd += ["--inject", spec]
+    return cmd + list(extra)
 
 
 SCENARIOS: dict[str, Scenario] = {
