@@ -99,10 +99,6 @@ _DRAIN_POLL_S = 0.05
 #: What a failed attempt's ranks get between SIGTERM and SIGKILL: the hooks write what they
 #: buffered at least once a second (`MonitorConfig.flush_interval_s`), plus that write.
 _SETTLE_S = 1.5
-#: What a failed attempt's launchers get once its ranks are gone, to say so (torchrun's failure
-#: report, a run summary) before SIGKILL: no longer, as a multi-node torchrun's rendezvous
-#: shutdown can wait a minute on a store whose host node is gone.
-_REPORT_S = 1.0
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
@@ -570,12 +566,7 @@ class Supervisor:
         if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
             output.stopping()
-            rank_grace = self._rank_grace(detection)
-            report.killed_pids = (
-                procs.stop(self.cfg.grace)
-                if rank_grace is None
-                else procs.stop(min(self.cfg.grace, rank_grace + _REPORT_S), rank_grace_s=rank_grace)
-            )
+            report.killed_pids = procs.stop(self.cfg.grace, rank_grace_s=self._rank_grace(detection))
             self._cancel_step(step_name)
         report.exit_code = launcher.returncode
         report.ended = time.time()
@@ -903,7 +894,8 @@ class Supervisor:
         """How long the ranks get after SIGTERM. A failed attempt's ranks can finish nothing
         together any more (a peer is dead, hung or on a lost GPU; a checkpoint would block in
         its first collective): they get what their hooks need to write what they buffered,
-        `_SETTLE_S` (their launchers `_REPORT_S` more to report them gone). A stop the
+        `_SETTLE_S`; their launchers keep the whole `--grace` to report them gone (a run
+        summary, torchrun's failure report: cut at 1 s more, a summary was lost). A stop the
         ranks can act on (a preemption, Ctrl-C: the supervisor's interrupt path) gives them the
         whole `--grace`, to save a checkpoint."""
         if detection in ("rank_exit", "gpu_fault", "collective_stall", "hang", "launcher_exit"):
