@@ -140,13 +140,18 @@ def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
 
 
 def _gpu_table(job: JobData, cfg: AnalyzerConfig) -> list[dict[str, object]]:
-    """Per (node, gpu) of the job: its ranks, temperature, throttling, ECC and Xid counts."""
-    if job.ranks.empty:
+    """Per (node, gpu) of the job: its ranks, temperature, throttling, ECC and Xid counts.
+    Xids and a lost GPU count from the run's start: the lead before it (kept to recognise
+    older evidence) can hold an earlier job's lost GPU, since reset."""
+    span = job.span()
+    if job.ranks.empty or span is None:
         return []
+    start = span[0]
     last = job.ranks[job.ranks["attempt"] == job.attempts[-1]]
     health = job.gpu_health.set_index(["node", "gpu"]) if not job.gpu_health.empty else None
     throttled = {tuple(x) for x in throttled_gpus(job, cfg)[["node", "gpu"]].values.tolist()}
-    xids = job.gpu_events.dropna(subset=["gpu"]).groupby(["node", "gpu"]).size()
+    events = job.gpu_events.dropna(subset=["gpu"])
+    xids = events[events["time"] >= start].groupby(["node", "gpu"]).size()
     rows = []
     for (node, gpu), on in last.dropna(subset=["gpu"]).groupby(["node", "gpu"]):
         key = (node, int(gpu))
@@ -167,7 +172,9 @@ def _gpu_table(job: JobData, cfg: AnalyzerConfig) -> list[dict[str, object]]:
                 "throttling": key in throttled,
                 "ecc_uncorrected": _num(h, "ecc_uncorrected"),
                 "xid_events": int(xids.get(key, 0)),
-                "lost": bool(h is not None and pd.notna(h["lost_time"])),
+                "lost": bool(
+                    h is not None and pd.notna(h["last_lost_time"]) and h["last_lost_time"] >= start
+                ),
             }
         )
     return rows

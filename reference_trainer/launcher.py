@@ -155,10 +155,16 @@ class _Nodes:
         # past that (plus torchrun's shutdown) a node still running is stuck, e.g. in rendezvous.
         # A torchrun stuck inside a C++ call never runs its SIGTERM handler: it gets SIGKILL
         # once its own shutdown had time to finish.
+        self.forwarded: set[int] = set()
         self.straggle_s = cfg.collective_timeout + cfg.shutdown_timeout + 30
         self.kill_after_s = cfg.shutdown_timeout + 15
 
     def forward(self, signum: int, frame: Any = None) -> None:
+        """Pass a signal on, each kind once: torchrun raises out of its own shutdown on every
+        further SIGTERM and can then hang without its failure report."""
+        if signum in self.forwarded:
+            return
+        self.forwarded.add(signum)
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signum)

@@ -150,7 +150,15 @@ def test_each_job_in_a_shared_data_dir_is_diagnosed_on_its_own_evidence(tmp_path
 
     # What the reports say afterwards: the newest run by default, the older by --run.
     newest = cli_json("analyze", "shared", "--data-dir", str(data))
-    assert newest["run_id"] == c["run_id"] and root_causes(newest) == ["collective_timeout"]
+    assert newest["run_id"] == c["run_id"]
+    assert root_causes(newest) == ["collective_timeout"], [
+        (i["attempt"], i["category"], i.get("summary")) for i in newest["incidents"] if i.get("root_cause")
+    ]
+    # job A's lost GPU (node2's GPU 0, reset since) is older than this run: not in its GPU table
+    assert {(g["node"], g["gpu"]): (g["xid_events"], g["lost"]) for g in newest["gpus"]}[("node2", 0)] == (
+        0,
+        False,
+    )
     older = cli_json("analyze", "shared", "--run", a["run_id"], "--data-dir", str(data))
     assert root_causes(older) == ["gpu_fallen_off_bus"]
     runs = cli_json("jobs", "--data-dir", str(data))["runs"]

@@ -320,3 +320,48 @@ def test_a_dead_ranks_orphaned_worker_does_not_pass_for_the_rank(tmp_path):
         assert sorted(procs.ranks()) == [1]
     finally:
         procs.stop(0.0)
+
+
+_LAYERED_LAUNCHER = """
+import os, signal, subprocess, sys, time
+out, role = sys.argv[1], sys.argv[2]
+def count(name):
+    def on_term(signum, frame):
+        with open(os.path.join(out, name), "a") as fh:
+            fh.write("TERM\\n")
+    return on_term
+if role == "wrapper":  # `triage train`: in the keeper's group, passes signals on to its node
+    node = subprocess.Popen([sys.executable, __file__, out, "node"], start_new_session=True)
+    def forward(signum, frame):
+        count("wrapper")(signum, frame)
+        node.send_signal(signum)
+    signal.signal(signal.SIGTERM, forward)
+    node.wait()
+elif role == "node":  # torchrun: a session of its own, one rank
+    signal.signal(signal.SIGTERM, count("node"))
+    rank = subprocess.Popen([sys.executable, __file__, out, "rank"], env={**os.environ, "RANK": "0"})
+    rank.wait()
+else:
+    signal.signal(signal.SIGTERM, count("rank"))
+    open(os.path.join(out, "rank-ready"), "w").close()
+    time.sleep(60)
+"""
+
+
+def test_a_launcher_below_a_forwarding_wrapper_gets_one_sigterm(tmp_path):
+    """`triage train` passes SIGTERM on to its torchruns, each in a session of its own; a
+    torchrun that gets it a second time raises out of its own shutdown (and once hung past the
+    grace without its report). So the wrapper (in the keeper's group), the node launcher below
+    it and the rank get exactly one SIGTERM each."""
+    script = tmp_path / "wrapper.py"
+    script.write_text(_LAYERED_LAUNCHER)
+    procs = AttemptProcesses([sys.executable, str(script), str(tmp_path), "wrapper"], dict(os.environ))
+    try:
+        assert _wait_for((tmp_path / "rank-ready").exists, 20)
+        assert _wait_for(lambda: sorted(procs.ranks()) == [0], 5)
+        procs.stop(3.0, rank_grace_s=1.0)
+    finally:
+        if procs.poll() is None:
+            procs.stop(0.0)
+    got = {name: (tmp_path / name).read_text().count("TERM") for name in ("wrapper", "node", "rank")}
+    assert got == {"wrapper": 1, "node": 1, "rank": 1}

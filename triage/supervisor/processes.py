@@ -78,6 +78,13 @@ def _stat(pid: int) -> ProcInfo | None:
     return ProcInfo(pid, int(fields[1]), fields[0].decode(), int(fields[19]), uid)
 
 
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
 def _table() -> dict[int, ProcInfo]:
     out = {}
     for name in os.listdir(_PROC):
@@ -266,10 +273,28 @@ class AttemptProcesses:
             table.pop(p.pid, None)
         return table
 
+    def _stop_targets(self) -> list[int]:
+        """Who gets the stop's SIGTERM besides the keeper's process group: every rank, and each
+        process outside that group whose parent is not the attempt's (one adopted by a
+        subreaper). A launcher under a live parent gets it from the parent only: torchrun
+        raises out of its own shutdown on every further SIGTERM, and after three it hung past
+        the grace without its failure report (so `triage train` wrote no run summary). A
+        rank's own children get nothing: a DataLoader worker that a SIGTERM ends first makes
+        its rank report a data-pipeline error that never happened."""
+        procs = self.processes()
+        by_pid = {p.pid: p for p in procs}
+        ranks = set(rank_pids([p for p in procs if p.pid not in self._workers]).values())
+        group = _pgid(self.launcher.pid)
+        unforwarded = [
+            p.pid
+            for p in procs
+            if p.ppid not in by_pid and p.ppid != self.launcher.pid and _pgid(p.pid) != group
+        ]
+        return sorted(ranks | set(unforwarded))
+
     def stop(self, grace_s: float, rank_grace_s: float | None = None) -> list[int]:
-        """SIGTERM to the keeper's process group and to every process of the attempt but the
-        ranks' own children (a DataLoader worker that a SIGTERM ends first makes its rank
-        report a data-pipeline error that never happened), SIGKILL to whatever is left after
+        """SIGTERM to the keeper's process group, to the ranks and to processes no one of the
+        attempt would pass it on to (`_stop_targets`), SIGKILL to whatever is left after
         `grace_s` (the wait ends as soon as all are gone: a crashed job whose ranks are
         already dead costs no grace). `rank_grace_s`: the rank processes get only this long
         before SIGKILL, their launchers still `grace_s` to see them gone and write what they
@@ -280,9 +305,7 @@ class AttemptProcesses:
             os.killpg(self.launcher.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        procs = self.processes()
-        ranks = {p.pid for p in procs if p.rank is not None}
-        _signal_all([p.pid for p in procs if p.ppid not in ranks], signal.SIGTERM)
+        _signal_all(self._stop_targets(), signal.SIGTERM)
         started = time.monotonic()
         rank_deadline = started + (grace_s if rank_grace_s is None else min(grace_s, rank_grace_s))
         killed: list[int] = []
