@@ -476,8 +476,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "rdzv-timeout",
         _C.RENDEZVOUS_ERROR,
         "rendezvous",
-        r"RendezvousTimeoutError|RendezvousConnectionError|RendezvousClosedError"
-        r"|rendezvous.*timed out",
+        # not torchrun's warning when a node leaves after the store's host is gone, at the end
+        # of a run that completed: "... has failed to shutdown the rendezvous ... due to an
+        # error of type RendezvousConnectionError"
+        r"^(?!.*failed to shut ?down the rendezvous).*?"
+        r"(?:RendezvousTimeoutError|RendezvousConnectionError|RendezvousClosedError|rendezvous.*timed out)",
         0.9,
         "rendezvous failed",
     ),

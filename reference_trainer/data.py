@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from triage.config import ENV_SKIP_STEPS, ConfigError
-from triage.reference_trainer.model import VOCAB_SIZE
+from triage.reference_trainer.model_sizes import VOCAB_SIZE
 
 
 def skip_steps_from_env() -> frozenset[int]:

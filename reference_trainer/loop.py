@@ -28,7 +28,8 @@ from triage.display import Status
 from triage.reference_trainer.checkpoint import Checkpointer, step_dir
 from triage.reference_trainer.data import TokenBatches, make_loader, skip_steps_from_env, training_steps
 from triage.reference_trainer.faults import FaultInjector
-from triage.reference_trainer.model import GPT, MODEL_SIZES
+from triage.reference_trainer.model import GPT
+from triage.reference_trainer.model_sizes import MODEL_SIZES
 from triage.reference_trainer.summary import ProgressLog, progress_path
 from triage.reference_trainer.train_config import TrainConfig
 from triage.trainer_hooks.config import MonitorConfig

@@ -7,30 +7,13 @@ uninterrupted run's losses bit for bit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-VOCAB_SIZE = 256  # byte-level tokens
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    n_layer: int
-    n_head: int
-    d_model: int
-    max_seq_len: int = 1024
-    vocab_size: int = VOCAB_SIZE
-
-
-#: `tiny` keeps tests fast on CPU (~0.2M parameters); `small` is the benchmark size (~25M).
-MODEL_SIZES: dict[str, GPTConfig] = {
-    "tiny": GPTConfig(n_layer=2, n_head=4, d_model=64),
-    "small": GPTConfig(n_layer=8, n_head=8, d_model=512),
-}
+from triage.reference_trainer.model_sizes import GPTConfig
 
 
 class CausalSelfAttention(nn.Module):

@@ -16,7 +16,7 @@ from typing import Any
 
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ConfigError, data_dir_from_env
 from triage.reference_trainer.inject_spec import InjectSpec, parse_inject_spec
-from triage.reference_trainer.model import MODEL_SIZES
+from triage.reference_trainer.model_sizes import MODEL_SIZES
 
 
 @dataclass

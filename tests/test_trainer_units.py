@@ -14,7 +14,8 @@ from triage.config import ConfigError
 from triage.reference_trainer import checkpoint as ckpt
 from triage.reference_trainer import faults
 from triage.reference_trainer.inject_spec import INJECT_KINDS, parse_inject_spec
-from triage.reference_trainer.model import GPT, MODEL_SIZES
+from triage.reference_trainer.model import GPT
+from triage.reference_trainer.model_sizes import MODEL_SIZES
 from triage.reference_trainer.summary import build_summary
 
 
@@ -227,6 +228,7 @@ def test_launcher_kills_a_node_that_ignores_sigterm_after_another_failed():
         subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE, start_new_session=True),
     ]
     nodes.procs[1].stdout.readline()  # its SIG_IGN is in place
+    nodes.forwarded = set()
     nodes.straggle_s, nodes.kill_after_s = 0.3, 0.3
     assert nodes.wait() == [1, -9]  # without the SIGKILL: [1, 0] two minutes later
 
