@@ -21,11 +21,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/triage demo
 
+# Two workers, one test file each at a time (a file's module fixtures, such as the Slurm
+# cluster, exist once): the scenario tests wait on timeouts as much as they compute.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # ruff (lint + format check) and mypy (strict on triage/, analyzers/, trainer_hooks/).
 lint: $(STAMP)

@@ -160,7 +160,9 @@ def assert_verdict(
 # Culprit ranks and fault steps differ from kind to kind (every rank of both nodes is a culprit
 # somewhere), so no verdict is right only for one placement. The user exception, NaN, hang,
 # Xid 79, ECC and SIGKILL faults are judged in CI by `triage bench rca --quick`
-# (tests/test_rca_bench.py): under `triage run`, at placements drawn from its seed.
+# (tests/test_rca_bench.py): under `triage run`, at placements drawn from its seed. Preemption
+# (SIGTERM) is judged in tests/test_supervisor_actions.py, its checkpoint in
+# tests/test_trainer_scenarios.py.
 CRASHES = [
     # (inject spec, what the trainer itself prints, category, culprit rank or None)
     (
@@ -182,7 +184,6 @@ CRASHES = [
         0,
     ),
     (f"nvlink@step=3,rank={CULPRIT}", "Connection closed by peer", "nvlink_error", CULPRIT),
-    ("sigterm@step=3", "preempted (SIGTERM): checkpoint saved at step 3", "preemption", None),
 ]
 
 
@@ -195,13 +196,13 @@ CRASHES = [
 )
 def test_failure_is_attributed_to_its_root_cause(tmp_path, spec, printed, category, rank):
     rc, out, summary = run_scenario(tmp_path, spec)
-    assert rc == (143 if category == "preemption" else 1), out
+    assert rc == 1, out
     assert printed in out
     # no step after the fault completes: a fault at step N stops it before it ends (a DataLoader
-    # worker prefetches, so its death may even stop step N-1); preemption checkpoints step 3;
+    # worker prefetches, so its death may even stop step N-1);
     # the disk fills while the checkpoint of step 4 is written
     step = int(spec.split("step=")[1].split(",")[0]) if "step=" in spec else 3
-    last = {"preemption": 3, "storage_error": 4}.get(category, step - 1)
+    last = {"storage_error": 4}.get(category, step - 1)
     assert summary["steps_completed"] <= last
     report = analyze(tmp_path)
     incident = root_incident(report)

@@ -161,3 +161,14 @@ def test_backoff_only_where_the_cause_may_still_be_there():
     for result in at_once:
         d = _decide(result)
         assert d.restart and d.backoff_s == 0.0, (result, d)
+
+
+def test_a_decision_to_stop_names_the_action_the_job_could_have_taken():
+    """Out of restarts on its last node, a job would have restarted on that node, not left it
+    out: the decision says so (the rca campaign found `restart_excluding_node` reported for a
+    one-node job)."""
+    d = _decide(
+        _failed(0, Category.GPU_FALLEN_OFF_BUS, node="node0", rank=1), plan=Plan(("node1",)), max_restarts=0
+    )
+    assert not d.restart and d.final_status == "gave_up"
+    assert d.action is Action.RESTART and d.plan == Plan(("node1",))

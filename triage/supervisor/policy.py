@@ -105,6 +105,38 @@ def _action_for(last: AttemptResult, previous: AttemptResult | None) -> tuple[Ac
     return spec.action, f"{category.value}: the taxonomy's action"
 
 
+def _applied(
+    action: Action, why: str, last: AttemptResult, *, nodes: Sequence[str], plan: Plan
+) -> tuple[Action, str, Plan]:
+    """The action as this job can take it, with the next attempt's plan: a node is left out only
+    where another remains, a batch skipped only where the failing step is known. A decision
+    not to restart reports this action too (a one-node job never says it would leave its
+    node out)."""
+    # Every plan field carries over: a node left out stays out, a skipped batch stays skipped.
+    new = Plan(plan.excluded_nodes, None, plan.skip_steps)
+    if action is Action.RESTART_EXCLUDING_NODE:
+        node = last.culprit_node
+        remaining = [n for n in nodes if n not in plan.excluded_nodes]
+        if node is None or node not in remaining:
+            action, why = Action.RESTART, f"{why}; no culprit node to leave out, restarting all"
+        elif remaining == [node]:  # a second failure there is a restart loop, and stops
+            action, why = Action.RESTART, f"{why}; {node} is the last node left, restarting on it"
+        else:
+            new = Plan(plan.excluded_nodes + (node,), None, plan.skip_steps)
+            why = f"{why}: leaving {node} out"
+    elif action is Action.ROLLBACK:
+        if last.failed_step is None:
+            action, why = Action.RESTART, f"{why}; the failing step is unknown, restarting"
+        else:
+            step = last.failed_step
+            new = Plan(plan.excluded_nodes, step, tuple(sorted({*plan.skip_steps, step})))
+            why = (
+                f"{why}: resuming from the newest checkpoint before step {step} and skipping "
+                f"that step's batch"
+            )
+    return action, why, new
+
+
 def decide(
     history: Sequence[AttemptResult], *, nodes: Sequence[str], plan: Plan, max_restarts: int, backoff_s: float
 ) -> Decision:
@@ -117,6 +149,7 @@ def decide(
     action, why = _action_for(last, previous)
     if action is Action.FAIL_FAST:
         return Decision(action, False, f"{why}: restarting would repeat it", plan, final_status=Status.FAILED)
+    action, why, new = _applied(action, why, last, nodes=nodes, plan=plan)
     if (
         previous is not None
         and last.category is not Category.PREEMPTION
@@ -142,28 +175,6 @@ def decide(
             plan,
             final_status=Status.GAVE_UP,
         )
-    # Every plan field carries over: a node left out stays out, a skipped batch stays skipped.
-    new = Plan(plan.excluded_nodes, None, plan.skip_steps)
-    if action is Action.RESTART_EXCLUDING_NODE:
-        node = last.culprit_node
-        remaining = [n for n in nodes if n not in plan.excluded_nodes]
-        if node is None or node not in remaining:
-            action, why = Action.RESTART, f"{why}; no culprit node to leave out, restarting all"
-        elif remaining == [node]:  # a second failure there is a restart loop, and stops
-            action, why = Action.RESTART, f"{why}; {node} is the last node left, restarting on it"
-        else:
-            new = Plan(plan.excluded_nodes + (node,), None, plan.skip_steps)
-            why = f"{why}: leaving {node} out"
-    elif action is Action.ROLLBACK:
-        if last.failed_step is None:
-            action, why = Action.RESTART, f"{why}; the failing step is unknown, restarting"
-        else:
-            step = last.failed_step
-            new = Plan(plan.excluded_nodes, step, tuple(sorted({*plan.skip_steps, step})))
-            why = (
-                f"{why}: resuming from the newest checkpoint before step {step} and skipping "
-                f"that step's batch"
-            )
     return Decision(action, True, why, new, backoff_s=backoff_s if needs_backoff(action, last) else 0.0)
 
 
