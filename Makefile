@@ -12,13 +12,10 @@ STAMP  := $(VENV)/.installed
 install: $(STAMP)
 
 # torch is installed first and pinned exactly: a looser requirement would pull a multi-GB CUDA build.
-# --no-compile: modules are byte-compiled when first imported, not all at install (transformers
-# and torch hold thousands that no test imports; 102 s -> 67 s for a fresh .venv on 2 cores).
-PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) "torch==2.13.0"
-	$(PIP) -e ".[test,lint]"
+	$(PY) -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test,lint]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
