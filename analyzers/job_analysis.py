@@ -13,6 +13,7 @@ import pandas as pd
 
 from triage.analyzers.captured_output import SEEN_GONE, captured_output_findings
 from triage.analyzers.config import AnalyzerConfig
+from triage.analyzers.disk_space import full_disk_causes
 from triage.analyzers.findings import Finding
 from triage.analyzers.flight_recorder import flight_recorder_findings
 from triage.analyzers.goodput import Goodput, compute_goodput
@@ -249,7 +250,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
         *stragglers.findings,
         *ledger_findings(job, cfg),
     ]
-    findings = _drop_vague_duplicates(findings)
+    findings = full_disk_causes(job, _drop_vague_duplicates(findings), cfg)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
     # a job without hooks records no exits: the supervisor's "completed" is its clean end
     ended_silently = {

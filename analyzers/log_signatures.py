@@ -806,7 +806,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "the checkpoint could not be written",
     ),
     # torch.save's zip writer: the file could not be created, or the archive ended short of what
-    # was written (`unexpected pos N vs M`, a full or failing disk, said as the checkpoint's fault).
+    # was written (`unexpected pos N vs M`, a full or failing disk, said as the checkpoint's fault
+    # from the log alone; the analysis names the disk where the agent saw it full:
+    # analyzers/disk_space.py).
     _s(
         "zip-writer-open-failed",
         _C.CHECKPOINT_ERROR,

@@ -47,7 +47,8 @@ class HostConfig:
         default_factory=list,
         metadata={
             "help": "directory whose filesystem free space to watch (repeatable; the agent adds "
-            "the data directory)",
+            "the data directory): give the checkpoint directory, so a checkpoint that fails on a "
+            "full disk is named a storage_error",
             "flag": "--disk-path",
             "metavar": "PATH",
         },

@@ -37,7 +37,7 @@ from triage.collectors.records import (
     Record,
     decode_clock_events,
 )
-from triage.fault_schedule import RESET, GpuFault, read_faults
+from triage.fault_schedule import GPU_FAULT_KINDS, RESET, GpuFault, read_faults
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class SimGpuCollector:
         if self.started is None:
             self.started = now
         new, self._offset = read_faults(self.data_dir, self.node, self._offset)
-        self._pending.extend(new)
+        self._pending.extend(f for f in new if f.kind in GPU_FAULT_KINDS or f.kind == RESET)
         self._pending.sort(key=lambda f: f.time)
         records: list[Record] = []
         while self._pending and self._pending[0].time <= now:
@@ -203,7 +203,7 @@ class SimGpuCollector:
             for i in range(self.num_gpus) if fault.gpu is None else [fault.gpu]:
                 self._gpus[i].reset()
             return []
-        assert fault.gpu is not None  # GpuFault allows None only for a reset
+        assert fault.gpu is not None  # a GPU fault names its GPU
         st = self._gpus[fault.gpu]
         if st.lost:
             return []

@@ -21,11 +21,15 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from triage.config import node_name
-from triage.fault_schedule import GpuFault, append_fault
+from triage.fault_schedule import DISK_FULL, GpuFault, append_fault
 from triage.reference_trainer.checkpoint import truncate_shard
 from triage.reference_trainer.inject_spec import XID_ECC, XID_HANG, XID_ILLEGAL_ADDRESS, XID_LINK, InjectSpec
 from triage.reference_trainer.injection_log import record_injection
 from triage.reference_trainer.model import GPT
+
+#: How long a disk_full fault keeps the node's simulated disk full: long enough for the agent
+#: (1 s samples) to see it, short enough that the next attempt finds the space freed.
+DISK_FULL_S = 15.0
 
 _CUDA_ERROR_TAIL = (
     "\nCUDA kernel errors might be asynchronously reported at some other API "
@@ -245,9 +249,24 @@ class FaultInjector:
             busy_wait(extra)
 
     def disk_full_at(self, step: int) -> bool:
+        """Whether this step's checkpoint save runs out of space; the node's simulated disk is
+        then full (the fault schedule), as the agent of a real node would see it."""
         due = self._due(step, ("disk_full",))
         for spec in due:
             self._log(spec)
+            append_fault(
+                self.data_dir,
+                GpuFault(
+                    time=time.time(),
+                    node=node_name(),
+                    gpu=None,
+                    kind=DISK_FULL,
+                    rank=self.rank,
+                    job_id=self.job_id,
+                    attempt=self.attempt,
+                    params={"seconds": DISK_FULL_S},
+                ),
+            )
         return bool(due)
 
     def after_checkpoint(self, step: int, path: Path) -> None:

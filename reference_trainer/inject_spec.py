@@ -32,7 +32,8 @@ INJECT_KINDS: dict[str, str] = {
     "Segmentation fault.' as soon as the rank notices "
     "(workers prefetch, so possibly during an earlier step; needs --num-workers >= 1)",
     "disk_full": "the first checkpoint save at or after that step fails inside the DCP storage "
-    "writer of that rank with OSError ENOSPC 'No space left on device'",
+    "writer of that rank with OSError ENOSPC 'No space left on device' (torch's zip writer may "
+    "report it as 'unexpected pos N vs M'), and the node's simulated disk reads full for 15 s",
     "ckpt_corrupt": "the first checkpoint completed at or after that step gets one of that rank's "
     "shard files truncated; the run goes on and the next resume fails with "
     "checkpoint_error and quarantines it",

@@ -260,6 +260,12 @@ class JobBuilder:
         )
         return self
 
+    def disk_sample(self, node: str, time: float, path: str, free_bytes: int, total_bytes: int) -> JobBuilder:
+        self.rows["disk_samples"].append(
+            dict(time=time, node=node, path=path, free_bytes=free_bytes, total_bytes=total_bytes)
+        )
+        return self
+
     def kernel_event(self, node: str, time: float, kind: str, message: str, **fields: Any) -> JobBuilder:
         self.rows["kernel_events"].append(
             dict(time=time, node=node, kind=kind, raw=f"[{time:.3f}] {message}", message=message, **fields)

@@ -120,6 +120,28 @@ def test_simulated_fault_is_stored_and_exported(tmp_path, kind):
         assert value(m, "triage_gpu_xid_errors_total", gpu=0, xid=xid) == 0.0
 
 
+def test_a_simulated_disk_full_is_stored_beside_the_real_disk_reading(tmp_path):
+    agent = make_agent(tmp_path)
+    try:
+        agent.collect(T0)
+        append_fault(
+            tmp_path, GpuFault(time=T0 + 1, node="n0", gpu=None, kind="disk_full", params={"seconds": 3})
+        )
+        for dt in (2, 3, 5):
+            agent.collect(T0 + dt)
+        agent.store_batch(T0 + 6)
+    finally:
+        agent.close()
+    with open_snapshot(tmp_path) as snap:
+        rows = snap.sql(
+            "SELECT time, path, free_bytes FROM disk_samples WHERE node = 'n0' ORDER BY time, path"
+        )
+    sim = [(r["time"] - T0, r["free_bytes"]) for r in rows if r["path"] == f"sim:{tmp_path}"]
+    real = [r for r in rows if r["path"] == str(tmp_path)]
+    assert sim == [(2, 0), (3, 0)]  # full from the fault's time for its 3 s, then freed
+    assert len(real) == 4 and all(r["free_bytes"] > 0 for r in real)
+
+
 class Flaky:
     """Raises on its first `failures` collects, then returns nothing."""
 

@@ -172,9 +172,9 @@ CRASHES = [
         2,
     ),
     ("data_error@step=3,rank=0", "is killed by signal: Segmentation fault.", "data_pipeline_error", 0),
-    # On rank 0 the failing write is DCP's metadata, through torch's zip writer, which reports
-    # `unexpected pos N vs M` and loses the errno: Triage then says checkpoint_error (the same
-    # action, restart), as it does for the real logs of that form in tests/data/logs.
+    # Where the failing write goes through torch's zip writer (DCP's metadata, small shards),
+    # it reports `unexpected pos N vs M` and loses the errno; the node's full disk, which the
+    # simulated agent reads, then names it storage_error (tests/test_analyzers_disk_space.py).
     ("disk_full@step=4,rank=2", "No space left on device", "storage_error", 2),
     ("network@step=3,rank=2", "Connection closed by peer", "network_error", None),
     (

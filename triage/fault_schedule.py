@@ -1,10 +1,14 @@
-"""The GPU fault schedule: how an injected hardware fault reaches the simulated GPUs.
+"""The fault schedule: how an injected hardware fault reaches the simulated hardware.
 
 The reference trainer's `--inject xid|ecc|thermal|pcie|nvlink@...` cannot break real hardware,
 so at the moment the fault "happens" the rank appends a `GpuFault` here and then behaves as a
 rank on such a GPU would; the simulated GPU backend (collectors) of that node reads the file and
 shows the fault in its readings (Xid events, ECC counters, clock-event reasons, ...). One
 append-only JSON-lines file per node: `<data_dir>/faults/<node>.jsonl`.
+
+`--inject disk_full` is the one fault of the node rather than a GPU (`gpu` None): the simulated
+disk (`collectors/sim_disk.py`) then reports the node's filesystems full for
+`params["seconds"]`, as the agent's statvfs would on a node whose disk filled up.
 
 One more kind is no fault: `reset`, which `triage nodes clear` appends when a person returns
 the node (or one GPU) to service, as a GPU reset or a reboot would on real hardware. The
@@ -22,16 +26,18 @@ from typing import Any
 
 #: What `--inject` records for the simulated GPU.
 GPU_FAULT_KINDS = ("xid", "ecc", "thermal", "pcie", "nvlink")
+#: The node's filesystems are full (the simulated disk's fault; names no GPU).
+DISK_FULL = "disk_full"
 #: A GPU reset (`gpu` None: every GPU of the node): healthy again, aggregate counters kept.
 RESET = "reset"
-SCHEDULE_KINDS = (*GPU_FAULT_KINDS, RESET)
+SCHEDULE_KINDS = (*GPU_FAULT_KINDS, DISK_FULL, RESET)
 
 
 @dataclass(frozen=True)
 class GpuFault:
     time: float  # unix seconds when the fault starts
     node: str
-    gpu: int | None  # local GPU index on the node; None only for a node-wide RESET
+    gpu: int | None  # local GPU index on the node; None for a node-wide RESET or a DISK_FULL
     kind: str  # one of SCHEDULE_KINDS
     xid: int | None = None  # for kind "xid" (and the Xid a simulated ECC/NVLink fault raises)
     rank: int | None = None
@@ -41,9 +47,11 @@ class GpuFault:
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEDULE_KINDS:
-            raise ValueError(f"unknown GPU fault kind {self.kind!r}; expected one of {SCHEDULE_KINDS}")
-        if self.gpu is None and self.kind != RESET:
-            raise ValueError(f"a {self.kind} fault names its GPU; only a {RESET} may name none")
+            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {SCHEDULE_KINDS}")
+        if self.gpu is None and self.kind in GPU_FAULT_KINDS:
+            raise ValueError(
+                f"a {self.kind} fault names its GPU; only a {RESET} or {DISK_FULL} may name none"
+            )
 
 
 def schedule_path(data_dir: str | os.PathLike[str], node: str) -> Path:

@@ -67,6 +67,9 @@ class JobData:
     - `attempt_outcomes`: the supervisor's conclusion per attempt where it wrote one
     - `node_health`: the fleet ledger's rows for the job's nodes written before the run ended
       (quarantines and clears, any job's)
+    - `full_disks`: the agent's disk samples of the job's nodes that found a filesystem full
+      (`DISK_FULL_SHARE`, `DISK_FULL_BYTES`), one row per node, path and minute: node, path,
+      first_time, last_time, free_bytes (the least seen), total_bytes
 
     Everything is of one run (`run_id`) of the job: a job id launched again is a new run, and
     no run reads another's telemetry. The node-level tables (GPU samples and events, kernel
@@ -93,6 +96,7 @@ class JobData:
     kernel_events: pd.DataFrame
     attempt_outcomes: pd.DataFrame
     node_health: pd.DataFrame
+    full_disks: pd.DataFrame
 
     @property
     def attempts(self) -> list[int]:
@@ -425,6 +429,21 @@ WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS
   AND time <= $t1 ORDER BY time
 """
 
+#: A filesystem with less free than this share of its size, or than this many bytes, whichever
+#: is more, is full for a job: a checkpoint shard is often gigabytes.
+DISK_FULL_SHARE = 0.01
+DISK_FULL_BYTES = 1 << 30
+
+_FULL_DISKS_SQL = f"""
+SELECT node, path, min(time) AS first_time, max(time) AS last_time, min(free_bytes) AS free_bytes,
+       max(total_bytes) AS total_bytes
+FROM disk_samples
+WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run)
+  AND time BETWEEN $t0 AND $t1
+  AND free_bytes < greatest({DISK_FULL_BYTES}, {DISK_FULL_SHARE} * total_bytes)
+GROUP BY node, path, floor(time / 60) ORDER BY first_time LIMIT {MAX_DETAIL_ROWS}
+"""
+
 _OUTCOMES_SQL = """
 SELECT attempt, arg_max(status, time) AS status, arg_max(exit_code, time) AS exit_code,
        arg_max(reason, time) AS reason
@@ -492,6 +511,7 @@ _EMPTY_COLUMNS: dict[str, list[str]] = {
         "simulated",
     ],
     "attempt_outcomes": ["attempt", "status", "exit_code", "reason"],
+    "full_disks": ["node", "path", "first_time", "last_time", "free_bytes", "total_bytes"],
     "node_health": [
         "time",
         "node",
@@ -595,4 +615,5 @@ def load_job(
         ),
         attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL),
         node_health=q("node_health", ("node_health", "ranks"), _NODE_HEALTH_SQL),
+        full_disks=q("full_disks", ("disk_samples", "ranks"), _FULL_DISKS_SQL),
     )
