@@ -212,7 +212,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "oom-kill-constraint",
         _C.HOST_OOM,
         "oom-kill|oom_kill",
-        r"oom-kill:constraint|oom-kill event",
+        # slurmstepd says "oom-kill event(s)" up to 20.11 and "oom_kill event in StepId=" since
+        r"oom-kill:constraint|oom[-_]kill event",
         0.9,
         "the kernel OOM killer fired",
     ),
@@ -261,6 +262,17 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # DeepSpeed's and Accelerate's launchers report the same SIGKILL in their own words; with no
     # Python error beside it the host OOM killer is the usual sender, hence a symptom's strength.
+    # torch.multiprocessing.spawn (and so mp.spawn-based launchers) names the child by its
+    # process index, the local rank.
+    _s(
+        "mp-spawn-sigkill",
+        _C.HOST_OOM,
+        "sigkill",
+        r"process \d+ terminated with signal SIGKILL",
+        0.55,
+        "a spawned rank was SIGKILLed (usually the host OOM killer)",
+        symptom=True,
+    ),
     _s(
         "launcher-child-sigkill",
         _C.HOST_OOM,
@@ -887,9 +899,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "loss-scale-minimum",
         _C.NUMERICAL_INSTABILITY,
         "loss scale",
-        r"Current loss scale already at minimum|Attempted loss scale: 1(?:\.0)?, reducing to 1\b",
+        r"Current loss scale already at minimum|Attempted loss scale: 1(?:\.0)?, reducing to 1\b"
+        r"|minimum loss scale reached",
         0.85,
         "fp16 loss scale collapsed: every step overflows",
+    ),
+    # Python's own exception for float trouble: fairseq raises it for NaN/Inf gradients and a
+    # collapsed loss scale, numpy under seterr(all="raise") for overflow and invalid values. Not
+    # fairseq's "gradients are inconsistent between workers": replicas that disagree.
+    _s(
+        "floating-point-error",
+        _C.NUMERICAL_INSTABILITY,
+        "floatingpointerror",
+        r"\bFloatingPointError\b(?!.*inconsistent between workers)",
+        0.85,
+        "a FloatingPointError: NaN/Inf values in the loss or gradients",
+    ),
+    _s(
+        "grad-norm-nonfinite",
+        _C.NUMERICAL_INSTABILITY,
+        "non-finite",
+        r"total norm of order \S+ for gradients from `?parameters`? is non-finite",
+        0.85,
+        "clip_grad_norm_(error_if_nonfinite=True): the gradient norm is NaN/Inf",
     ),
     _s(
         "loss-is-nan",

@@ -440,14 +440,15 @@ def test_corpus_accuracy_at_least_90_percent():
 
 
 def test_heldout_split_is_scored_apart_and_holds_its_floor():
-    """The held-out logs were never tuned on: round 1's 25 that passed and round 2's fresh 34,
-    labelled before the classifier ran on them; 55 of 59 today (the 4 misses: fairseq's two
-    FloatingPointErrors and mp.spawn's bare SIGKILL, twice). A fall below the floor is a
-    regression in generalisation, not a missing signature."""
+    """The held-out logs were never tuned on: round 1's 25 that passed and round 2's 30 that
+    passed (its 4 misses, fairseq's two FloatingPointErrors and mp.spawn's bare SIGKILL twice,
+    were moved to tuned once signatures were written for their families), labelled before the
+    classifier ran on them. A fall below the floor is a regression in generalisation, not a
+    missing signature."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 59
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 55
     assert held["accuracy"] >= 0.90, held["misses"]
     assert all(m["precision"] == 1.0 for c, m in held["per_category"].items() if c != "unknown")
 
@@ -514,6 +515,69 @@ def test_round_one_misses_and_new_families_are_named(name, category):
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert labels[name]["split"] == "tuned"
     assert classify_lines((CORPUS / name).read_text().splitlines()).category is category
+
+
+@pytest.mark.parametrize(
+    ("name", "category", "rank"),
+    [
+        ("heldout2_fairseq_gradients_nan_inf.log", C.NUMERICAL_INSTABILITY, None),
+        ("heldout2_fairseq_min_loss_scale.log", C.NUMERICAL_INSTABILITY, None),
+        ("heldout2_mp_spawn_sigkill_higherhrnet.log", C.HOST_OOM, 1),
+        ("heldout2_mp_spawn_sigkill_prompt4nr.log", C.HOST_OOM, 0),
+    ],
+)
+def test_round_two_misses_are_named_and_moved_to_tuned(name, category, rank):
+    labels = json.loads((CORPUS / name).parent.joinpath("labels.json").read_text())
+    assert labels[name]["split"] == "tuned"
+    verdict = classify_lines((CORPUS / name).read_text().splitlines())
+    assert verdict.category is category and verdict.culprit.rank == rank
+
+
+@pytest.mark.parametrize(
+    ("line", "category", "rank"),
+    [
+        # the families of those misses, in forms other than the logs they came from
+        ("FloatingPointError: overflow encountered in exp", C.NUMERICAL_INSTABILITY, None),
+        (
+            "RuntimeError: The total norm of order 2.0 for gradients from `parameters` is non-finite, "
+            "so it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+            "norm anyway, set `error_if_nonfinite=False`",
+            C.NUMERICAL_INSTABILITY,
+            None,
+        ),
+        (
+            "2023-01-02 10:11:12 | WARNING | fairseq.trainer | Minimum loss scale reached (0.0001).",
+            C.NUMERICAL_INSTABILITY,
+            None,
+        ),
+        (
+            "torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with signal SIGKILL",
+            C.HOST_OOM,
+            3,
+        ),
+        (
+            "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have "
+            "been OOM Killed.",
+            C.HOST_OOM,
+            None,
+        ),
+    ],
+)
+def test_numerical_and_sigkill_families_in_other_forms(line, category, rank):
+    verdict = classify_lines([line])
+    assert verdict.category is category and verdict.culprit.rank == rank
+
+
+def test_a_spawned_child_that_exits_with_an_error_code_is_no_oom():
+    line = "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1"
+    assert classify_lines([line]).category is not C.HOST_OOM
+
+
+def test_replicas_that_disagree_are_no_numerical_instability():
+    """fairseq's cross-worker gradient check raises FloatingPointError too, but for replicas
+    that disagree (a bug, or silent data corruption), not for NaN/Inf."""
+    line = "FloatingPointError: Fatal error: gradients are inconsistent between workers."
+    assert classify_lines([line]).category is not C.NUMERICAL_INSTABILITY
 
 
 def test_ray_memory_monitor_kill_is_host_oom_not_gpu_oom():
