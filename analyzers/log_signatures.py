@@ -95,8 +95,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "gpu-is-lost",
         _C.GPU_FALLEN_OFF_BUS,
-        "gpu is lost|gpu_is_lost|gpuislost",
-        r"GPU is lost|NVML_ERROR_GPU_IS_LOST|GpuIsLost",
+        "gpu is lost|gpu_is_lost|gpuislost|device handle",
+        # nvidia-smi's "Unable to determine the device handle for GPU<bus id>: Unknown Error"
+        # (or "GPU is lost"): NVML cannot reach the GPU any more
+        r"GPU is lost|NVML_ERROR_GPU_IS_LOST|GpuIsLost"
+        r"|Unable to determine the device handle for GPU\s*[0-9a-fA-F:.]+: (?:Unknown Error|GPU is lost)",
         0.9,
         "NVML reports the GPU is lost",
     ),
@@ -120,7 +123,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "nvlink-cuda-error",
         _C.NVLINK_ERROR,
         "nvlink",
-        r"NVLink error was detected|cudaErrorNvlinkUncorrectable|NVLink: fatal error",
+        r"NVLink error was detected|cudaErrorNvlinkUncorrectable|NVLink: fatal error"
+        r"|uncorrectable NVLink error",
         0.9,
         "NVLink error",
     ),
@@ -342,8 +346,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "torch-shm-full",
         _C.DATA_PIPELINE_ERROR,
-        "torch_",
-        r"unable to (?:write to|open shared memory object|allocate shared memory).*</?torch_",
+        "torch_|shared memory",
+        r"unable to (?:write to|open shared memory object|allocate shared memory).*</?torch_"
+        r"|(?:bus error|killed).{0,60}insufficient shared memory \(shm\)",
         0.8,
         "shared memory (/dev/shm) for DataLoader workers is exhausted",
     ),
@@ -490,11 +495,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "rendezvous",
         # not torchrun's warning when a node leaves after the store's host is gone, at the end
         # of a run that completed: "... has failed to shutdown the rendezvous ... due to an
-        # error of type RendezvousConnectionError"
-        r"^(?!.*failed to shut ?down the rendezvous).*?"
+        # error of type RendezvousConnectionError"; nor its keep-alive warning (below)
+        r"^(?!.*failed to (?:shut ?down the rendezvous|send a keep-alive heartbeat)).*?"
         r"(?:RendezvousTimeoutError|RendezvousConnectionError|RendezvousClosedError|rendezvous.*timed out)",
         0.9,
         "rendezvous failed",
+    ),
+    # torchrun's nodes send the rendezvous store keep-alives all run long: failing them mid-run
+    # means the store's host (a node of the job) or the path to it is gone
+    _s(
+        "rdzv-keepalive-lost",
+        _C.NODE_FAILURE,
+        "keep-alive",
+        r"has failed to send a keep-alive heartbeat to the rendezvous",
+        0.6,
+        "a node lost the rendezvous store mid-run: the node hosting it is gone or unreachable",
+    ),
+    _s(
+        "rdzv-store-call",
+        _C.RENDEZVOUS_ERROR,
+        "c10d_rendezvous_backend",
+        r"rendezvous/c10d_rendezvous_backend\.py\S*, line \d+, in _call_store",
+        0.8,
+        "a call to torchrun's rendezvous store failed",
     ),
     _s(
         "store-client-timeout",
@@ -746,11 +769,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "missing-shared-lib",
         _C.ENVIRONMENT_ERROR,
-        "cannot open shared object",
+        "cannot open shared object|.so",
         r"(?:ImportError|OSError|error while loading shared libraries).*"
-        r"cannot open shared object file",
+        r"(?:cannot open shared object file|\.so(?:\.\d+)*: (?:cannot read file data|file too short"
+        r"|invalid ELF header|wrong ELF class))",
         0.85,
-        "a shared library is missing",
+        "a shared library is missing or unreadable",
     ),
     _s(
         "undefined-symbol",
@@ -898,9 +922,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "loss-scale-minimum",
         _C.NUMERICAL_INSTABILITY,
-        "loss scale",
+        "loss scale|loss_scale",
         r"Current loss scale already at minimum|Attempted loss scale: 1(?:\.0)?, reducing to 1\b"
-        r"|minimum loss scale reached",
+        r"|minimum loss scale reached"
+        # a dynamic loss scale that fell below 1 (fairseq "setting loss scale to: 0.00048",
+        # "loss_scale 0" in its metric lines): every step overflows
+        r"|setting loss scale to:? 0(?:\.\d+)?\b|\bloss_scale[ =:]+0(?:\.0+)?(?=[ ,|]|$)",
         0.85,
         "fp16 loss scale collapsed: every step overflows",
     ),
