@@ -9,7 +9,10 @@ takes the newest result when there is one.
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -24,6 +27,7 @@ class Prober(Generic[T]):
         self._newest: T | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="triage-progress-probe", daemon=True)
+        self._busy_since: float | None = None  # monotonic start of the read under way
 
     def __enter__(self) -> Prober[T]:
         self._thread.start()
@@ -40,9 +44,21 @@ class Prober(Generic[T]):
             newest, self._newest = self._newest, None
         return newest
 
+    def stuck(self, after_s: float) -> str | None:
+        """Where the read under way is, once it has taken longer than `after_s`: a store read
+        that never returns leaves the supervisor blind (no hang is declared on no progress),
+        so the caller says so, with this stack, instead of waiting in silence."""
+        since = self._busy_since
+        if since is None or time.monotonic() - since < after_s or self._thread.ident is None:
+            return None
+        frame = sys._current_frames().get(self._thread.ident)
+        return "".join(traceback.format_stack(frame)) if frame is not None else None
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._busy_since = time.monotonic()
             result = self._probe()
+            self._busy_since = None
             if result is not None and not self._stop.is_set():
                 with self._lock:
                     self._newest = result

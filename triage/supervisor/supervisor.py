@@ -102,6 +102,8 @@ _SETTLE_S = 1.5
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
+#: A store read that has not returned after this long is said, with where it is stuck.
+_BLIND_AFTER_S = 60.0
 
 
 class Supervisor:
@@ -724,6 +726,7 @@ class Supervisor:
         next_score = started + self.cfg.score_interval
         progress = Progress()
         forwarded = False
+        blind_said = False
         while True:
             self._stops.check()
             if self._stops.preemption and not forwarded and self.slurm is not None:
@@ -782,6 +785,16 @@ class Supervisor:
             if now >= next_tend:
                 agents.tend()
                 next_tend = now + _PROBE_S
+            if not blind_said and (where := prober.stuck(_BLIND_AFTER_S)) is not None:
+                blind_said = True
+                log.warning(
+                    "attempt %d: reading the store has not returned for %.0f s; until it does no "
+                    "hang can be declared from the step progress. The read is at:\n%s",
+                    attempt,
+                    _BLIND_AFTER_S,
+                    where,
+                )
+                self._show(attempt, f"the store read has not returned for {_BLIND_AFTER_S:.0f} s", progress)
             probed = prober.take()
             if probed is not None:
                 progress = probed
@@ -869,7 +882,7 @@ class Supervisor:
         """Those of `gone` whose hooks recorded a clean exit, once their last records are in
         the store: the agents are asked to ingest now (`_EXIT_FLUSH_WAIT_S` at most). None
         where that cannot be known: an agent that did not confirm (another job's, a slow
-        one), or a store that could not be read."""
+        one), the progress probe's ingest still under way, or a store that could not be read."""
         asked = agents.ask_flush()
         if set(self.agent_nodes) - set(asked):
             return None
@@ -878,7 +891,10 @@ class Supervisor:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(_DRAIN_POLL_S)
-        self._ingest("ingesting the spools", agents)
+        if not self._ingest(
+            "ingesting the spools", agents, wait_s=max(0.0, deadline - time.monotonic()) + _PROBE_S
+        ):
+            return None  # the probe's ingest is stuck: judged by the time they are gone
         since = {r: procs.observed[r].first_seen for r in gone if r in procs.observed}
         return self._safely(
             "reading the ranks' exits",
@@ -974,10 +990,16 @@ class Supervisor:
         if set(self.agent_nodes) - set(asked):
             time.sleep(self.cfg.agent_interval)  # one more cycle of the agents not ours
 
-    def _ingest(self, what: str, agents: Agents) -> None:
-        """`ingest_pending`, one at a time: the progress probe's thread ingests too."""
-        with self._ingest_lock:
+    def _ingest(self, what: str, agents: Agents, wait_s: float | None = None) -> bool:
+        """`ingest_pending`, one at a time: the progress probe's thread ingests too. With
+        `wait_s`, False when the other ingest does not end within it (nothing done here)."""
+        if not self._ingest_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            return False
+        try:
             self._safely(what, ingest_pending, self.data_dir, self._live_agents(agents))
+        finally:
+            self._ingest_lock.release()
+        return True
 
     def _live_agents(self, agents: Agents) -> set[str]:
         return agents.running()
