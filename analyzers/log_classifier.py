@@ -90,6 +90,7 @@ _RANK_RES = (
     re.compile(r"(?<![\w.])Rank (\d+)\b(?! Skipping)"),  # "Rank 3" in prose
     re.compile(r"\brank (\d+): \w*(?:Error|Exception)\b"),  # a collective's gathered failures
     re.compile(r"\bprocess rank (\d+) with PID"),  # mpirun "noticed that process rank 7 with PID"
+    re.compile(r"^\s*\[rank: (\d+)\]"),  # Lightning's rank-prefixed log lines
     # torch.multiprocessing.spawn "process 1 terminated with signal SIGKILL": the process index,
     # its local rank, which is the rank on a single node
     re.compile(r"\bprocess (\d+) terminated with (?:signal|exit code)"),

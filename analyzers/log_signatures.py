@@ -278,6 +278,15 @@ SIGNATURES: tuple[Signature, ...] = (
         symptom=True,
     ),
     _s(
+        "lightning-child-sigkill",
+        _C.HOST_OOM,
+        "terminated with code",
+        r"Child process with PID \d+ terminated with code -9\b",
+        0.55,
+        "a Lightning rank's child was SIGKILLed (usually the host OOM killer)",
+        symptom=True,
+    ),
+    _s(
         "launcher-child-sigkill",
         _C.HOST_OOM,
         "return code|sigkill",
@@ -434,7 +443,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "slurm-node-fail",
         _C.NODE_FAILURE,
         "node fail|node_fail",
-        r"DUE TO NODE FAILURE|\bNODE_FAIL\b|Node failure on \S+",
+        # and PBS's "job preempted (node failure)", "killed due to node failure"
+        r"DUE TO NODE FAILURE|\bNODE_FAIL\b|Node failure on \S+|\(node failure\)|due to node failure",
         0.9,
         "the scheduler lost a node",
     ),
@@ -477,9 +487,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "ray-node-preempted",
         _C.PREEMPTION,
         "preempted",
-        r"node was preempted",
+        # and submitit's "Caught signal SIGHUP on <host>: this job is preempted." (it requeues)
+        r"node was preempted|this job is preempted|\bjob (?:is|was|has been) preempted\b",
         0.85,
-        "the scheduler preempted the node",
+        "the scheduler preempted the job",
     ),
     _s(
         "torchrun-sigterm",
@@ -510,6 +521,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"has failed to send a keep-alive heartbeat to the rendezvous",
         0.6,
         "a node lost the rendezvous store mid-run: the node hosting it is gone or unreachable",
+    ),
+    # init_process_group's store barrier: fewer (or more) ranks joined than the world size says
+    _s(
+        "store-barrier-timeout",
+        _C.RENDEZVOUS_ERROR,
+        "store based barrier",
+        r"Timed out initializing process group in store based barrier",
+        0.85,
+        "the ranks did not all join the process group (store barrier timed out)",
     ),
     _s(
         "rdzv-store-call",
