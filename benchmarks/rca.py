@@ -10,7 +10,7 @@ attempt (`pair_hw_sw`: a hot GPU or failing PCIe link, then a bug on another ran
 
 The truth is the injection: the kind's taxonomy category, the injected rank and where the store
 says it ran (node, GPU). The expected action is the restart policy's decision for the true
-cause. A fault the job runs on (straggler, throttling, PCIe, SDC) is judged by the final
+cause. A fault the job runs on (straggler, throttling, PCIe) is judged by the final
 analysis's incidents. Jobs get no restart unless the trial needs one: the decision is judged,
 recovery is `triage bench recovery`'s.
 

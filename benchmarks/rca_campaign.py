@@ -36,7 +36,8 @@ LAYOUTS = (Layout(2, 2), Layout(1, 4))
 @dataclass(frozen=True)
 class FaultKind:
     """`specs`: `--inject` templates, one drawn per placement (`{r}` the rank, `{s}` the step);
-    `fails`: the fault ends the attempt (else the job runs on and the analysis must find it);
+    `fails`: the fault ends the attempt, by itself or by the supervisor's stop (silent data
+    corruption), else the job runs on and the analysis must find it;
     `culprit`: the injected rank is the culprit to score; `gpu`: its GPU too."""
 
     name: str
@@ -87,7 +88,7 @@ KINDS: dict[str, FaultKind] = {
             "thermal", _C.GPU_THROTTLING, ("thermal@step={s},rank={r},factor=3",), fails=False, gpu=True
         ),
         FaultKind("pcie", _C.PCIE_ERROR, ("pcie@step={s},rank={r}",), fails=False, gpu=True),
-        FaultKind("sdc", _C.SILENT_DATA_CORRUPTION, ("sdc@step={s},rank={r}",), fails=False),
+        FaultKind("sdc", _C.SILENT_DATA_CORRUPTION, ("sdc@step={s},rank={r}",)),
     ]
 }
 
@@ -150,11 +151,13 @@ def _spec(kind: FaultKind, rng: random.Random, rank: int, step: int) -> str:
 
 
 def _single(kind: FaultKind, rng: random.Random, layout: Layout, rank: int, name: str) -> Job:
-    if kind.fails:
+    if kind.name == "sdc":  # the canary that catches it runs at the first step and every 10 after
+        step, steps = rng.choice((1, 2)), FINDING_STEPS
+    elif kind.fails:
         step = rng.choice(FAIL_STEPS)
         steps = step + 3
-    else:  # a finding: the canary runs at the first step and every 10 steps after it
-        step = rng.choice((1, 2)) if kind.name == "sdc" else rng.choice((2, 3))
+    else:  # a finding the job runs on
+        step = rng.choice((2, 3))
         steps = FINDING_STEPS
     return Job(name, layout, steps, (_spec(kind, rng, rank, step),), (_expect(kind, rank),))
 

@@ -45,6 +45,22 @@ def test_the_last_node_is_never_excluded():
     assert "last node" in d.reason
 
 
+@pytest.mark.parametrize("node, excluded", [("node0", ("node0",)), ("node1", ("node1",))])
+def test_corruption_leaves_its_node_out_and_resumes_before_it(node, excluded):
+    d = _decide(_failed(0, Category.SILENT_DATA_CORRUPTION, node=node, rank=1, last_step=9, failed_step=3))
+    assert d.restart and d.action is Action.RESTART_EXCLUDING_NODE and d.backoff_s == 0.0
+    assert d.plan == Plan(excluded, 3, ())
+    assert f"leaving {node} out" in d.reason and "before step 3" in d.reason
+
+
+def test_corruption_on_the_last_node_still_resumes_before_it():
+    d = _decide(
+        _failed(0, Category.SILENT_DATA_CORRUPTION, node="node1", rank=2, failed_step=5),
+        plan=Plan(("node0",)),
+    )
+    assert d.restart and d.action is Action.RESTART and d.plan == Plan(("node0",), 5, ())
+
+
 def test_collective_timeout_excludes_a_found_culprit_else_restarts():
     found = _decide(_failed(0, Category.COLLECTIVE_TIMEOUT, node="node1", rank=2))
     assert found.action is Action.RESTART_EXCLUDING_NODE and found.plan.excluded_nodes == ("node1",)

@@ -31,6 +31,7 @@ from triage.store.shared_writer import shared_writer
 from triage.supervisor.identity import current_user
 from triage.supervisor.processes import ObservedRank
 from triage.supervisor.stall import Stall, read_stall
+from triage.taxonomy import Category
 from triage.verdict import Verdict
 
 #: Small job-score segments the supervisor's partition holds before it merges them: one is
@@ -59,6 +60,9 @@ class Progress:
     gpu_fault: str | None = None
     #: ranks blocked in a collective that others never entered, past the job's own bound
     stall: Stall | None = None
+    #: the first step whose known-answer canary came out different on some ranks (silent data
+    #: corruption, if a majority agrees: the analysis decides); None while all agree
+    canary_split_step: int | None = None
 
 
 _PROGRESS_SQL = """
@@ -101,6 +105,14 @@ ORDER BY e.time LIMIT 1
 """
 
 
+_CANARY_SPLIT_SQL = """
+SELECT min(step) FROM (
+  SELECT step FROM events
+  WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND kind = 'canary'
+  GROUP BY step HAVING count(DISTINCT message) > 1)
+"""
+
+
 def read_attempt_progress(
     data_dir: Path, job_id: str, run_id: str, attempt: int, *, since: float | None = None
 ) -> Progress:
@@ -117,6 +129,7 @@ def read_attempt_progress(
         assert row is not None  # an aggregate without GROUP BY always returns one row
         first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
         stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
+        split = snap.con.execute(_CANARY_SPLIT_SQL, params).fetchone()
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step),
@@ -133,6 +146,7 @@ def read_attempt_progress(
             f"{display.clock(fault[0])} UTC ({str(fault[4])[:160]})"
         ),
         stall,
+        None if split is None or split[0] is None else int(split[0]),
     )
 
 
@@ -187,6 +201,24 @@ def root_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | None:
     if analysis is None:
         return None
     return next((i.verdict for i in analysis.incidents if i.attempt == attempt and i.root), None)
+
+
+def corruption_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | None:
+    """The attempt's silent data corruption with a culprit node (a majority of ranks agreed
+    and one node's did not): the one finding of a running job that the supervisor stops it
+    for, since every step after it trains on wrong numbers."""
+    if analysis is None:
+        return None
+    return next(
+        (
+            i.verdict
+            for i in analysis.incidents
+            if i.attempt == attempt
+            and i.verdict.category is Category.SILENT_DATA_CORRUPTION
+            and i.verdict.culprit.node is not None
+        ),
+        None,
+    )
 
 
 def record_output(

@@ -3,7 +3,8 @@ without a process in sight ("detect is not act": the analyzers name the failure,
 
 Rules, in order: a completed attempt ends the job; the taxonomy's default action applies, its
 `escalation` when the same category comes back on the next attempt, and a collective timeout
-with a known culprit node restarts without that node; `fail_fast` stops; the same failure
+with a known culprit node restarts without that node, and silent data corruption also resumes
+from a checkpoint saved before it; `fail_fast` stops; the same failure
 (category and culprit) twice in a row without step progress is a restart loop and stops; so
 does running out of `max_restarts`. A restart waits the backoff only where the cause may
 still be there when it starts again (`needs_backoff`); a known cause left behind restarts at once.
@@ -113,7 +114,10 @@ def _applied(
     not to restart reports this action too (a one-node job never says it would leave its
     node out)."""
     # Every plan field carries over: a node left out stays out, a skipped batch stays skipped.
-    new = Plan(plan.excluded_nodes, None, plan.skip_steps)
+    # After silent data corruption every checkpoint from its first step on holds wrong
+    # numbers: the next attempt resumes from one before it, whichever node it runs on.
+    resume = last.failed_step if last.category is Category.SILENT_DATA_CORRUPTION else None
+    new = Plan(plan.excluded_nodes, resume, plan.skip_steps)
     if action is Action.RESTART_EXCLUDING_NODE:
         node = last.culprit_node
         remaining = [n for n in nodes if n not in plan.excluded_nodes]
@@ -122,7 +126,7 @@ def _applied(
         elif remaining == [node]:  # a second failure there is a restart loop, and stops
             action, why = Action.RESTART, f"{why}; {node} is the last node left, restarting on it"
         else:
-            new = Plan(plan.excluded_nodes + (node,), None, plan.skip_steps)
+            new = Plan(plan.excluded_nodes + (node,), resume, plan.skip_steps)
             why = f"{why}: leaving {node} out"
     elif action is Action.ROLLBACK:
         if last.failed_step is None:
@@ -134,6 +138,8 @@ def _applied(
                 f"{why}: resuming from the newest checkpoint before step {step} and skipping "
                 f"that step's batch"
             )
+    if resume is not None:
+        why = f"{why}; resuming from the newest checkpoint before step {resume}, where the ranks first disagreed"
     return action, why, new
 
 

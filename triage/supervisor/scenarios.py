@@ -144,7 +144,7 @@ SCENARIOS: dict[str, Scenario] = {
             "silent data corruption: rank 1's matmuls are off by 1e-3 from step 5, no error",
             ("sdc@step=5,rank=1",),
             Category.SILENT_DATA_CORRUPTION,
-            None,
+            Action.RESTART_EXCLUDING_NODE,
         ),
     ]
 }

@@ -55,6 +55,7 @@ from triage.supervisor.observe import (
     Progress,
     RunRecord,
     analyze,
+    corruption_verdict,
     ingest_pending,
     read_attempt_progress,
     read_clean_exits,
@@ -104,6 +105,9 @@ _SETTLE_S = 1.5
 _FR_WAIT_S = 5.0
 #: A store read that has not returned after this long is said, with where it is stuck.
 _BLIND_AFTER_S = 60.0
+#: While the ranks' canaries disagree, how often (at most) the analysis is asked whether a
+#: majority names a culprit (silent data corruption): a whole analysis, so not on every probe.
+_CORRUPTION_CHECK_S = 5.0
 
 
 class Supervisor:
@@ -594,15 +598,10 @@ class Supervisor:
         report.resumed_from_step = None if progress.first_step is None else progress.first_step - 1
         verdict, analysis = None, None
         if outcome != Status.COMPLETED:
-            analysis = self._safely(
-                f"diagnosing attempt {attempt}",
-                analyze,
-                self.data_dir,
-                self.job_id,
-                self.run_id,
-                self._analyzer_config(),
-            )
+            analysis = self._analysis(f"diagnosing attempt {attempt}")
             verdict = root_verdict(analysis, attempt)
+            if detection == "corruption":  # stopped for it: the ranks had no error of their own
+                verdict = corruption_verdict(analysis, attempt) or verdict
             if (
                 verdict is not None
                 and verdict.category is Category.PREEMPTION
@@ -650,7 +649,7 @@ class Supervisor:
                 None if c is None else c.node,
                 None if c is None else c.rank,
                 progress.last_step,
-                progress.failed_step if progress.failed_step is not None else (progress.last_step or 0) + 1,
+                _failed_step(progress, detection),
             ),
             report,
             verdict,
@@ -727,6 +726,7 @@ class Supervisor:
         progress = Progress()
         forwarded = False
         blind_said = False
+        next_corruption_check = 0.0
         while True:
             self._stops.check()
             if self._stops.preemption and not forwarded and self.slurm is not None:
@@ -806,6 +806,13 @@ class Supervisor:
                 if progress.stall is not None:
                     self._show(attempt, f"hang: {progress.stall.summary(now)}", progress)
                     return Status.HUNG, "collective_stall", progress
+                if progress.canary_split_step is not None and now >= next_corruption_check:
+                    found = corruption_verdict(self._analysis("looking for silent data corruption"), attempt)
+                    # a large job's analysis takes seconds: never more than a tenth of the time
+                    next_corruption_check = time.time() + max(_CORRUPTION_CHECK_S, 10 * (time.time() - now))
+                    if found is not None:
+                        self._show(attempt, f"silent data corruption: {found.summary}", progress)
+                        return Status.FAILED, "corruption", progress
                 self._show(attempt, "running", progress)
                 limit = self._hang_limit(progress)
                 if limit is not None and now - (progress.last_progress or started) > limit:
@@ -909,12 +916,12 @@ class Supervisor:
     def _rank_grace(self, detection: str) -> float | None:
         """How long the ranks get after SIGTERM. A failed attempt's ranks can finish nothing
         together any more (a peer is dead, hung or on a lost GPU; a checkpoint would block in
-        its first collective): they get what their hooks need to write what they buffered,
-        `_SETTLE_S`; their launchers keep the whole `--grace` to report them gone (a run
+        its first collective) or nothing worth keeping (a corruption: wrong numbers): they get
+        what their hooks need to write what they buffered, `_SETTLE_S`; their launchers keep the whole `--grace` to report them gone (a run
         summary, torchrun's failure report: cut at 1 s more, a summary was lost). A stop the
         ranks can act on (a preemption, Ctrl-C: the supervisor's interrupt path) gives them the
         whole `--grace`, to save a checkpoint."""
-        if detection in ("rank_exit", "gpu_fault", "collective_stall", "hang", "launcher_exit"):
+        if detection in ("rank_exit", "gpu_fault", "collective_stall", "hang", "launcher_exit", "corruption"):
             return _SETTLE_S
         return None
 
@@ -964,6 +971,11 @@ class Supervisor:
             return self.cfg.hang_timeout
         a = AnalyzerConfig()
         return max(a.hang_min_s, a.hang_step_factor * (progress.step_p50_s or 0.0))
+
+    def _analysis(self, what: str) -> JobAnalysis | None:
+        """The run's analysis as the store has it now, with this supervisor's hang threshold;
+        None where it failed (said)."""
+        return self._safely(what, analyze, self.data_dir, self.job_id, self.run_id, self._analyzer_config())
 
     def _analyzer_config(self) -> AnalyzerConfig:
         """Post-mortem analysis, with the hang threshold this supervisor used."""
@@ -1034,6 +1046,17 @@ class Supervisor:
                 tuple(sorted(self._ranks_running)),
             )
         )
+
+
+def _failed_step(progress: Progress, detection: str) -> int:
+    """The step the failure hit: where the canaries first disagreed for a corruption (every
+    checkpoint from it on holds wrong numbers), the first non-finite loss, else the step after
+    the last one completed."""
+    if detection == "corruption" and progress.canary_split_step is not None:
+        return progress.canary_split_step
+    if progress.failed_step is not None:
+        return progress.failed_step
+    return (progress.last_step or 0) + 1
 
 
 def _end_capture(output: AttemptLog, scratch: Path | None) -> None:
