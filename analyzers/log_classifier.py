@@ -115,8 +115,12 @@ _PCI_RE = re.compile(r"\b((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.\d)\b", re
 def rank_prefix(text: str) -> int | None:
     """The rank a line's launcher prefix names (`[rank3]:`, mpirun's `[1,3]<stderr>:`): who
     printed it, as opposed to a rank the line talks about."""
-    m = _RANK_PREFIX_RE.search(text[:64])
-    return int(m.group(1) or m.group(2)) if m else None
+    # `[default0]:[rank12]:` (torchrun --tee over the ranks' own prefix): the local rank comes
+    # first, the global rank after it, and the global one is the rank
+    found = [int(m.group(1) or m.group(2)) for m in _RANK_PREFIX_RE.finditer(text[:64])]
+    if not found:
+        return None
+    return found[1] if len(found) > 1 and text.lstrip().lower().startswith("[default") else found[0]
 
 
 def _first_int(patterns: Iterable[re.Pattern[str]], text: str) -> int | None:

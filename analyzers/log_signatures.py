@@ -433,8 +433,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ray-actor-node-died",
         _C.NODE_FAILURE,
-        "its node has died",
-        r"actor (?:is dead|died) because its node has died",
+        "its node has died|node has crashed",
+        # or its owner's: "The actor is dead because its owner has died. ... Owner's node has crashed."
+        r"actor (?:is dead|died) because its node has died|Owner's node has crashed",
         0.8,
         "a Ray actor died with its node",
         symptom=True,
@@ -580,6 +581,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NET/IB\w* ?: Got completion (?:from peer \S+ )?with (?:error|status=)\s*\d+",
         0.9,
         "InfiniBand completion error in NCCL",
+    ),
+    # the HCA itself reports the failure (a port went down, the adapter is in a fatal state)
+    _s(
+        "nccl-ib-async-event",
+        _C.NETWORK_ERROR,
+        "async event",
+        r"NET/IB\w* ?: Got async event ?: (?:local catastrophic error|port error|local work queue"
+        r"|device fatal|port .{0,10}down)",
+        0.85,
+        "the InfiniBand adapter reported a fatal event to NCCL",
     ),
     _s(
         "ib-retry-exceeded",
@@ -845,6 +856,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "the checkpoint does not match the model (shapes)",
     ),
+    # torch.load / pickle.load of an empty or truncated file (a checkpoint written short, or
+    # read while it was being written)
+    _s(
+        "load-ran-out-of-input",
+        _C.CHECKPOINT_ERROR,
+        "ran out of input",
+        r"^\s*EOFError: Ran out of input",
+        0.6,
+        "a checkpoint (or pickle) file ended early: empty or truncated",
+    ),
     _s(
         "zip-reader-failed",
         _C.CHECKPOINT_ERROR,
@@ -930,6 +951,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Cuda failure 'out of memory'|HIP out of memory",
         0.95,
         "the GPU ran out of memory",
+    ),
+    # XLA (JAX, torch_xla) on a GPU or TPU: the device's memory
+    _s(
+        "xla-resource-exhausted",
+        _C.GPU_OOM,
+        "resource_exhausted",
+        r"RESOURCE_EXHAUSTED: Out of memory (?:while trying to allocate|allocating)",
+        0.85,
+        "XLA ran out of device memory",
     ),
     _s(
         "cublas-alloc-failed",
