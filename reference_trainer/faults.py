@@ -221,14 +221,19 @@ class FaultInjector:
 
     def _record_gpu_fault(self, spec: InjectSpec, gpu: int) -> None:
         params = {"factor": spec.factor} if spec.factor is not None else {}
+        xid = spec.xid if spec.kind == "xid" else _DEFAULT_XID.get(spec.kind)
+        self._schedule(spec.kind, gpu, xid, params)
+
+    def _schedule(self, kind: str, gpu: int | None, xid: int | None, params: dict[str, Any]) -> None:
+        """Tell this node's simulated hardware (the fault schedule) that the fault happens now."""
         append_fault(
             self.data_dir,
             GpuFault(
                 time=time.time(),
                 node=node_name(),
                 gpu=gpu,
-                kind=spec.kind,
-                xid=spec.xid if spec.kind == "xid" else _DEFAULT_XID.get(spec.kind),
+                kind=kind,
+                xid=xid,
                 rank=self.rank,
                 job_id=self.job_id,
                 attempt=self.attempt,
@@ -254,19 +259,7 @@ class FaultInjector:
         due = self._due(step, ("disk_full",))
         for spec in due:
             self._log(spec)
-            append_fault(
-                self.data_dir,
-                GpuFault(
-                    time=time.time(),
-                    node=node_name(),
-                    gpu=None,
-                    kind=DISK_FULL,
-                    rank=self.rank,
-                    job_id=self.job_id,
-                    attempt=self.attempt,
-                    params={"seconds": DISK_FULL_S},
-                ),
-            )
+            self._schedule(DISK_FULL, None, None, {"seconds": DISK_FULL_S})
         return bool(due)
 
     def after_checkpoint(self, step: int, path: Path) -> None:
