@@ -441,16 +441,16 @@ def test_corpus_accuracy_at_least_90_percent():
 
 def test_heldout_split_is_scored_apart_and_holds_its_floor():
     """The held-out logs were never tuned on, each labelled before the classifier ran on it:
-    round 1's 25 that passed, round 2's 30 that passed, round 3's 23, round 4's 27 and round
-    5's 25 (each
-    round's misses were moved to tuned once signatures were written for their families, all
-    but one: a Ray ActorDiedError the thread leaves unexplained, labelled unknown, which the
-    classifier calls host_oom as it does Ray's other SIGKILLed workers). A fall below the floor is a regression in
-    generalisation, not a missing signature."""
+    round 1's 25 that passed, round 2's 30, round 3's 23, round 4's 27 and round 5's 25 that
+    passed (each round's misses were moved to tuned once signatures were written for their
+    families, all but a Ray ActorDiedError the thread leaves unexplained, labelled unknown,
+    which the classifier calls host_oom as it does Ray's other SIGKILLed workers), and round
+    6's 31 as they came, 4 misses left in (the next round's work). A fall below the floor is a
+    regression in generalisation, not a missing signature."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 130
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 161
     assert held["accuracy"] >= 0.90, held["misses"]
     assert all(m["precision"] >= 0.9 for c, m in held["per_category"].items() if c != "unknown")
 
