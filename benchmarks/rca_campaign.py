@@ -168,17 +168,18 @@ def _two_ranks(rng: random.Random, layout: Layout) -> tuple[int, int]:
 
 
 def _ckpt_corrupt(rng: random.Random, layout: Layout, rank: int, name: str) -> Job:
-    """A load fault: the step-2 checkpoint gets a shard truncated, a data-loader crash on
-    another rank at step 4 (before the step-4 save) forces a resume from it, which fails;
-    the next attempt sets it aside and starts over."""
+    """A load fault: the step-2 checkpoint gets a shard truncated, another rank is SIGKILLed
+    at step 4 (before the step-4 save), which forces a resume from it, which fails; the next
+    attempt sets it aside and starts over. (Not a data-loader crash: its workers prefetch, so
+    it can fire before the step-2 save, and the resume then finds no checkpoint at all.)"""
     other = rng.choice([r for r in range(layout.world) if r != rank])
-    data = KINDS["data_error"]
+    kill = KINDS["kill"]
     return Job(
         name,
         layout,
         6,
-        (f"ckpt_corrupt@step=2,rank={rank}", f"data_error@step=4,rank={other}"),
-        (_expect(data, other), Expect(1, _C.CHECKPOINT_ERROR, None, False, True)),
+        (f"ckpt_corrupt@step=2,rank={rank}", f"kill@step=4,rank={other}"),
+        (_expect(kill, other), Expect(1, _C.CHECKPOINT_ERROR, None, False, True)),
         max_restarts=2,
     )
 
