@@ -400,7 +400,7 @@ def test_reset_is_no_fault_the_trainer_can_inject():
         text=True,
     )
     assert out.returncode == 2 and "reset" in out.stderr
-    with pytest.raises(ValueError, match="only a reset may name none"):
+    with pytest.raises(ValueError, match="only a reset or disk_full may name none"):
         GpuFault(time=NOW, node="n", gpu=None, kind="xid", xid=79)
 
 
