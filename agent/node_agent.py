@@ -32,10 +32,12 @@ from triage.agent.scheduler import ScheduledCollector
 from triage.collectors.gpu_backend import GpuCollector, make_gpu_collector
 from triage.collectors.host import HostCollector, process_alive
 from triage.collectors.kernel_log import KernelLogCollector
+from triage.collectors.nic import NicCollector
 from triage.collectors.protocol import Collector
 from triage.collectors.records import GpuEvent, GpuSample, Record
 from triage.collectors.sim_disk import SimDiskCollector
 from triage.collectors.sim_gpu import sim_kmsg_path
+from triage.collectors.sim_nic import SimNicCollector
 from triage.collectors.xid_dedup import XidDeduplicator
 from triage.config import data_dir_from_env, node_name
 from triage.store import StoreWriter, apply_retention, compact, ingest_partition
@@ -115,8 +117,10 @@ class NodeAgent:
                 config.host, disk_paths=list(dict.fromkeys([*config.host.disk_paths, str(self.data_dir)]))
             )
             collectors.append(HostCollector(host_config, self.node, pids=self._local_pids))
-            if self.gpu_backend == "sim":  # a simulated node: its disk fills only in the schedule
+            collectors.append(NicCollector(self.node, gpu.identities() if gpu else ()))
+            if self.gpu_backend == "sim":  # a simulated node: its disk and links fail only in the schedule
                 collectors.append(SimDiskCollector(self.data_dir, self.node, host_config.disk_paths))
+                collectors.append(SimNicCollector(self.data_dir, self.node))
             collectors.append(self._kernel_log_collector(gpu))
         except BaseException:
             for c in collectors:

@@ -23,6 +23,7 @@ from triage.analyzers.inherited import ledger_findings
 from triage.analyzers.lifecycle import lifecycle_findings
 from triage.analyzers.log_events import log_findings
 from triage.analyzers.lost_time import LostTime, incident_costs, lost_time
+from triage.analyzers.nic_links import down_nic_findings
 from triage.analyzers.numerical import numerical_findings
 from triage.analyzers.root_cause import Incident, attribute
 from triage.analyzers.sdc import sdc_findings
@@ -251,6 +252,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
         *ledger_findings(job, cfg),
     ]
     findings = full_disk_causes(job, _drop_vague_duplicates(findings), cfg)
+    findings += down_nic_findings(job, findings, cfg)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
     # a job without hooks records no exits: the supervisor's "completed" is its clean end
     ended_silently = {

@@ -203,6 +203,22 @@ class DiskSample:
 
 
 @dataclass(frozen=True)
+class NicSample:
+    """The link of one network port (an Ethernet interface or an InfiniBand port) as the node
+    sees it. `link_downs_total` is the port's own count of link losses (IB `link_downed`, an
+    interface's `carrier_down_count`, else half its `carrier_changes`), so a flap between two
+    samples still shows; `gpu` is the GPU that shares the port's PCIe switch, where exactly
+    one does (the rail a GPU's traffic leaves by), else None."""
+
+    time: float
+    node: str
+    nic: str
+    up: bool
+    link_downs_total: int | None = None
+    gpu: int | None = None
+
+
+@dataclass(frozen=True)
 class ProcessSample:
     """Whether a local rank's process is alive (a zombie counts as dead)."""
 
@@ -254,7 +270,9 @@ class Unavailable:
     gpu: int | None = None
 
 
-Record = GpuSample | GpuEvent | HostSample | DiskSample | ProcessSample | KernelLogEvent | Unavailable
+Record = (
+    GpuSample | GpuEvent | HostSample | DiskSample | NicSample | ProcessSample | KernelLogEvent | Unavailable
+)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from triage.collectors.records import DiskSample, Record
-from triage.fault_schedule import DISK_FULL, GpuFault, read_faults
+from triage.fault_schedule import DISK_FULL, TimedFaults
 
 #: Prefix of a simulated disk's path in its samples.
 SIM_DISK_PREFIX = "sim:"
@@ -28,17 +27,12 @@ class SimDiskCollector:
     name = "sim_disk"
 
     def __init__(self, data_dir: str | os.PathLike[str], node: str, paths: Sequence[str]) -> None:
-        self.data_dir = Path(data_dir)
         self.node = node
         self.paths = list(paths)
-        self._offset = 0
-        self._faults: list[GpuFault] = []
+        self._faults = TimedFaults(data_dir, node, (DISK_FULL,))
 
     def collect(self, now: float) -> list[Record]:
-        new, self._offset = read_faults(self.data_dir, self.node, self._offset)
-        self._faults.extend(f for f in new if f.kind == DISK_FULL)
-        self._faults = [f for f in self._faults if now < f.time + _seconds(f)]
-        if not any(f.time <= now for f in self._faults):
+        if not self._faults.active(now):
             return []
         return [
             DiskSample(
@@ -53,13 +47,6 @@ class SimDiskCollector:
 
     def close(self) -> None:
         """Holds nothing open: the schedule is read per collect."""
-
-
-def _seconds(fault: GpuFault) -> float:
-    try:
-        return float(fault.params.get("seconds", 0.0))
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _total_bytes(path: str) -> int:

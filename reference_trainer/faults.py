@@ -21,7 +21,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from triage.config import node_name
-from triage.fault_schedule import DISK_FULL, GpuFault, append_fault
+from triage.fault_schedule import DISK_FULL, NIC_DOWN, GpuFault, append_fault
 from triage.reference_trainer.checkpoint import truncate_shard
 from triage.reference_trainer.inject_spec import XID_ECC, XID_HANG, XID_ILLEGAL_ADDRESS, XID_LINK, InjectSpec
 from triage.reference_trainer.injection_log import record_injection
@@ -30,6 +30,8 @@ from triage.reference_trainer.model import GPT
 #: How long a disk_full fault keeps the node's simulated disk full: long enough for the agent
 #: (1 s samples) to see it, short enough that the next attempt finds the space freed.
 DISK_FULL_S = 15.0
+#: Likewise for the network fault's port: the simulated NIC reports its link down this long.
+NIC_DOWN_S = 15.0
 
 _CUDA_ERROR_TAIL = (
     "\nCUDA kernel errors might be asynchronously reported at some other API "
@@ -206,7 +208,10 @@ class FaultInjector:
             raise RuntimeError("CUDA error: uncorrectable ECC error encountered" + _CUDA_ERROR_TAIL)
         elif xid in XID_ILLEGAL_ADDRESS:
             raise RuntimeError("CUDA error: an illegal memory access was encountered" + _CUDA_ERROR_TAIL)
-        elif spec.kind in ("network", "nvlink") or xid in XID_LINK:
+        elif spec.kind == "network":
+            self._schedule(NIC_DOWN, gpu, None, {"seconds": NIC_DOWN_S})
+            shutdown_tcp_sockets()
+        elif spec.kind == "nvlink" or xid in XID_LINK:
             shutdown_tcp_sockets()
         elif spec.kind == "nan":
             self._nan = True

@@ -38,7 +38,7 @@ INJECT_KINDS: dict[str, str] = {
     "shard files truncated; the run goes on and the next resume fails with "
     "checkpoint_error and quarantines it",
     "network": "that rank's TCP sockets are shut down before its next collective: gloo connection "
-    "errors on it and its peers",
+    "errors on it and its peers, and the simulated NIC beside its GPU reads link down for 15 s",
     "sdc": "silent data corruption: that rank's matmul-family results (mm, matmul, addmm, bmm, "
     "linear) are perturbed by a small relative amount (`factor`, default 1e-3), no error",
     "xid": "GPU Xid `xid=N` (recorded in the GPU fault schedule for the simulated GPU), acted out: "

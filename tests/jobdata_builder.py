@@ -266,6 +266,20 @@ class JobBuilder:
         )
         return self
 
+    def nic_sample(
+        self,
+        node: str,
+        time: float,
+        nic: str,
+        up: bool,
+        gpu: int | None = None,
+        link_downs: int | None = None,
+    ) -> JobBuilder:
+        self.rows["nic_samples"].append(
+            dict(time=time, node=node, nic=nic, up=up, link_downs_total=link_downs, gpu=gpu)
+        )
+        return self
+
     def kernel_event(self, node: str, time: float, kind: str, message: str, **fields: Any) -> JobBuilder:
         self.rows["kernel_events"].append(
             dict(time=time, node=node, kind=kind, raw=f"[{time:.3f}] {message}", message=message, **fields)

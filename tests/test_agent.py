@@ -142,6 +142,22 @@ def test_a_simulated_disk_full_is_stored_beside_the_real_disk_reading(tmp_path):
     assert len(real) == 4 and all(r["free_bytes"] > 0 for r in real)
 
 
+def test_a_simulated_port_down_reaches_the_store_for_the_analysis(tmp_path):
+    agent = make_agent(tmp_path)
+    try:
+        append_fault(
+            tmp_path, GpuFault(time=T0 + 1, node="n0", gpu=1, kind="nic_down", params={"seconds": 2})
+        )
+        for dt in (0, 2, 4):
+            agent.collect(T0 + dt)
+        agent.store_batch(T0 + 5)
+    finally:
+        agent.close()
+    with open_snapshot(tmp_path) as snap:
+        rows = snap.sql("SELECT time, nic, up, gpu FROM nic_samples WHERE nic LIKE 'sim:%'")
+    assert [(r["time"] - T0, r["nic"], r["up"], r["gpu"]) for r in rows] == [(2, "sim:nic1", False, 1)]
+
+
 class Flaky:
     """Raises on its first `failures` collects, then returns nothing."""
 

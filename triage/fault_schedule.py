@@ -10,6 +10,10 @@ append-only JSON-lines file per node: `<data_dir>/faults/<node>.jsonl`.
 disk (`collectors/sim_disk.py`) then reports the node's filesystems full for
 `params["seconds"]`, as the agent's statvfs would on a node whose disk filled up.
 
+`--inject network` records `nic_down` for the rank's GPU: the port of that GPU's rail lost its
+link, and the simulated NIC (`collectors/sim_nic.py`) reports it down for `params["seconds"]`,
+as the agent's sysfs reading of a real port would.
+
 One more kind is no fault: `reset`, which `triage nodes clear` appends when a person returns
 the node (or one GPU) to service, as a GPU reset or a reboot would on real hardware. The
 trainer's `--inject` cannot write it.
@@ -28,9 +32,11 @@ from typing import Any
 GPU_FAULT_KINDS = ("xid", "ecc", "thermal", "pcie", "nvlink")
 #: The node's filesystems are full (the simulated disk's fault; names no GPU).
 DISK_FULL = "disk_full"
+#: The network port next to one GPU lost its link (the simulated NIC's fault).
+NIC_DOWN = "nic_down"
 #: A GPU reset (`gpu` None: every GPU of the node): healthy again, aggregate counters kept.
 RESET = "reset"
-SCHEDULE_KINDS = (*GPU_FAULT_KINDS, DISK_FULL, RESET)
+SCHEDULE_KINDS = (*GPU_FAULT_KINDS, DISK_FULL, NIC_DOWN, RESET)
 
 
 @dataclass(frozen=True)
@@ -108,3 +114,26 @@ def read_faults(data_dir: str | os.PathLike[str], node: str, offset: int = 0) ->
         except (ValueError, TypeError):
             continue
     return faults, offset + consumed
+
+
+class TimedFaults:
+    """The faults of some kinds on one node that are on at a given time: each lasts
+    `params["seconds"]` from its start (a simulated device that is broken for a while)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], node: str, kinds: tuple[str, ...]) -> None:
+        self.data_dir, self.node, self.kinds = data_dir, node, kinds
+        self._offset = 0
+        self._faults: list[GpuFault] = []
+
+    def active(self, now: float) -> list[GpuFault]:
+        new, self._offset = read_faults(self.data_dir, self.node, self._offset)
+        self._faults.extend(f for f in new if f.kind in self.kinds)
+        self._faults = [f for f in self._faults if now < f.time + _seconds(f)]
+        return [f for f in self._faults if f.time <= now]
+
+
+def _seconds(fault: GpuFault) -> float:
+    try:
+        return float(fault.params.get("seconds", 0.0))
+    except (TypeError, ValueError):
+        return 0.0

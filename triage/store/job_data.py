@@ -70,6 +70,9 @@ class JobData:
     - `full_disks`: the agent's disk samples of the job's nodes that found a filesystem full
       (`DISK_FULL_SHARE`, `DISK_FULL_BYTES`), one row per node, path and minute: node, path,
       first_time, last_time, free_bytes (the least seen), total_bytes
+    - `down_nics`: the agent's network-port samples of the job's nodes that found a link down or
+      a link loss since the previous sample, one row per node, port and minute: node, nic, gpu
+      (the GPU beside the port, where known), first_time, last_time
 
     Everything is of one run (`run_id`) of the job: a job id launched again is a new run, and
     no run reads another's telemetry. The node-level tables (GPU samples and events, kernel
@@ -97,6 +100,7 @@ class JobData:
     attempt_outcomes: pd.DataFrame
     node_health: pd.DataFrame
     full_disks: pd.DataFrame
+    down_nics: pd.DataFrame
 
     @property
     def attempts(self) -> list[int]:
@@ -444,6 +448,18 @@ WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS
 GROUP BY node, path, floor(time / 60) ORDER BY first_time LIMIT {MAX_DETAIL_ROWS}
 """
 
+_DOWN_NICS_SQL = f"""
+SELECT node, nic, gpu, min(time) AS first_time, max(time) AS last_time
+FROM (
+    SELECT *, link_downs_total - lag(link_downs_total) OVER (PARTITION BY node, nic ORDER BY time) AS lost
+    FROM nic_samples
+    WHERE node IN (SELECT DISTINCT node FROM ranks WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run)
+      AND time BETWEEN $t0 AND $t1
+)
+WHERE NOT up OR lost > 0
+GROUP BY node, nic, gpu, floor(time / 60) ORDER BY first_time LIMIT {MAX_DETAIL_ROWS}
+"""
+
 _OUTCOMES_SQL = """
 SELECT attempt, arg_max(status, time) AS status, arg_max(exit_code, time) AS exit_code,
        arg_max(reason, time) AS reason
@@ -512,6 +528,7 @@ _EMPTY_COLUMNS: dict[str, list[str]] = {
     ],
     "attempt_outcomes": ["attempt", "status", "exit_code", "reason"],
     "full_disks": ["node", "path", "first_time", "last_time", "free_bytes", "total_bytes"],
+    "down_nics": ["node", "nic", "gpu", "first_time", "last_time"],
     "node_health": [
         "time",
         "node",
@@ -616,4 +633,5 @@ def load_job(
         attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL),
         node_health=q("node_health", ("node_health", "ranks"), _NODE_HEALTH_SQL),
         full_disks=q("full_disks", ("disk_samples", "ranks"), _FULL_DISKS_SQL),
+        down_nics=q("down_nics", ("nic_samples", "ranks"), _DOWN_NICS_SQL),
     )

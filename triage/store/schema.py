@@ -23,6 +23,7 @@ from triage.collectors.records import (
     GpuSample,
     HostSample,
     KernelLogEvent,
+    NicSample,
     ProcessSample,
     Unavailable,
 )
@@ -256,6 +257,7 @@ RECORD_TABLES: dict[type, str] = {
     GpuEvent: "gpu_events",
     HostSample: "host_samples",
     DiskSample: "disk_samples",
+    NicSample: "nic_samples",
     ProcessSample: "process_samples",
     KernelLogEvent: "kernel_events",
     Unavailable: "unavailable",
