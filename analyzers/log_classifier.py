@@ -11,6 +11,7 @@ timeouts and peer resets every other rank prints are consequences, never the cau
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -208,6 +209,39 @@ class _Hit:
 
 
 _HARDWARE_LAYERS = (Layer.GPU, Layer.HOST)
+_TRACEBACK_START = "Traceback (most recent call last)"
+_FRAME_RE = re.compile(r'^\s*(?:\[\w+\]:\s*)?File ".*", line \d+, in (\w+)\s*$')
+
+
+@dataclass(frozen=True)
+class _FrameContext:
+    """An exception whose traceback passes through one of these functions failed in that phase:
+    a line that on its own says only `overrides` (an unspecific Python error, a peer reset) is
+    then a failure of `category`."""
+
+    function: re.Pattern[str]
+    category: Category
+    overrides: frozenset[Category]
+    phase: str
+
+
+_FRAME_CONTEXTS = (
+    # Megatron's load_checkpoint, DeepSpeed's save_checkpoint and _save_zero_checkpoint,
+    # Lightning's _load_from_checkpoint, NeMo's save_checkpoint_to_dir
+    _FrameContext(
+        re.compile(r"\w*(?:save|load)\w*checkpoint\w*|\w*checkpoint\w*_(?:save|load)\w*", re.IGNORECASE),
+        Category.CHECKPOINT_ERROR,
+        frozenset({Category.USER_CODE_ERROR}),
+        "a checkpoint save or load",
+    ),
+    # the process group's set-up: its store barrier, the rendezvous handlers
+    _FrameContext(
+        re.compile(r"_store_based_barrier|\w*rendezvous\w*|_create_c10d_store"),
+        Category.RENDEZVOUS_ERROR,
+        frozenset({Category.USER_CODE_ERROR, Category.NETWORK_ERROR}),
+        "the process group's rendezvous",
+    ),
+)
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 
 
@@ -231,6 +265,7 @@ class LogClassifier:
         self._in_root_cause = False
         self._root_cause_rank: int | None = None
         self._root_cause_host: str | None = None
+        self._frame: tuple[str, _FrameContext] | None = None  # of the traceback being read
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
@@ -239,6 +274,17 @@ class LogClassifier:
         match = classify_line(text)
         if match is None:
             return None
+        if self._frame is not None and match.category in self._frame[1].overrides:
+            function, context = self._frame
+            match = dataclasses.replace(
+                match,
+                category=context.category,
+                strength=max(match.strength, 0.75),
+                signature=f"frame-{context.category.value}",
+                description=f"an error raised inside `{function}` ({context.phase})",
+                symptom=False,
+            )
+            self._frame = None
         self._counts[match.signature] += 1
         if match.node:
             _add_bounded(self._nodes_seen, match.node)
@@ -257,6 +303,12 @@ class LogClassifier:
 
     def _note_context(self, text: str) -> None:
         """Ranks present in the job, and torchrun's "Root Cause" block (its rank and host)."""
+        if _TRACEBACK_START in text:
+            self._frame = None
+        elif "File " in text and (f := _FRAME_RE.match(text)):
+            context = next((c for c in _FRAME_CONTEXTS if c.function.fullmatch(f.group(1))), None)
+            if context is not None:
+                self._frame = (f.group(1), context)
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
             _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))
@@ -283,7 +335,15 @@ class LogClassifier:
             h for h in causes if h.match.category.layer in _HARDWARE_LAYERS and h.match.strength >= 0.7
         ]
         if hardware:
-            return min(hardware, key=lambda h: h.line)
+            first = min(hardware, key=lambda h: h.line)
+            # a PCIe link that failed and took its GPU with it: the lost GPU is what the node
+            # needs acted on (drained), the AER lines stay as its evidence
+            lost = [
+                h for h in hardware if h.match.category is Category.GPU_FALLEN_OFF_BUS and h.line > first.line
+            ]
+            if first.match.category is Category.PCIE_ERROR and lost:
+                return min(lost, key=lambda h: h.line)
+            return first
         if causes:
             strong = [h for h in causes if h.match.strength >= 0.6]
             if strong:

@@ -364,8 +364,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "no-space",
         _C.STORAGE_ERROR,
-        "no space left",
-        r"No space left on device",
+        "no space left|not enough disk space",
+        r"No space left on device|Not enough disk space",
         0.9,
         "no space left on device",
     ),
@@ -466,11 +466,20 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "the job hit its time limit",
     ),
+    # evicted because the node's local disk filled up: the disk is the cause, not the scheduler
+    _s(
+        "pod-evicted-disk",
+        _C.STORAGE_ERROR,
+        "ephemeral-storage|diskpressure",
+        r"low on resource: ephemeral-storage|ephemeral[- ]storage usage .*exceeds|\bDiskPressure\b",
+        0.85,
+        "the pod was evicted because the node's disk filled up",
+    ),
     _s(
         "pod-evicted",
         _C.PREEMPTION,
         "evict|low on resource",
-        r"\bpod (?:was )?evicted|The node was low on resource|^\s*Reason:\s+Evicted\b",
+        r"\bpod (?:was )?evicted|The node was low on resource: (?!ephemeral-storage)|^\s*Reason:\s+Evicted\b",
         0.8,
         "the pod was evicted",
     ),
@@ -484,12 +493,22 @@ SIGNATURES: tuple[Signature, ...] = (
         0.6,
         "the Slurm job was cancelled from outside",
     ),
+    # the cloud's notice to a spot/preemptible VM before it takes the machine back
+    _s(
+        "cloud-termination-notice",
+        _C.PREEMPTION,
+        "termination|interruption",
+        r"termination is imminent|Spot Instance (?:Termination|Interruption) Notice"
+        r"|instance-action.*terminate|spot (?:instance )?interruption",
+        0.85,
+        "the cloud reclaimed the spot/preemptible machine",
+    ),
     _s(
         "ray-node-preempted",
         _C.PREEMPTION,
         "preempted",
         # and submitit's "Caught signal SIGHUP on <host>: this job is preempted." (it requeues)
-        r"node was preempted|this job is preempted|\bjob (?:is|was|has been) preempted\b",
+        r"node was preempted|this job is preempted|\b(?:job|cluster) (?:is|was|has been) preempted\b",
         0.85,
         "the scheduler preempted the job",
     ),
@@ -577,8 +596,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "nccl-ib-completion",
         _C.NETWORK_ERROR,
-        "got completion",
-        r"NET/IB\w* ?: Got completion (?:from peer \S+ )?with (?:error|status=)\s*\d+",
+        "got completion|completed with error",
+        # and libfabric's (AWS EFA, Slingshot): "NET/OFI Request 0x.. completed with error. RC: 113"
+        r"NET/IB\w* ?: Got completion (?:from peer \S+ )?with (?:error|status=)\s*\d+"
+        r"|NET/OFI Request \S+ completed with error",
         0.9,
         "InfiniBand completion error in NCCL",
     ),
@@ -629,14 +650,16 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NETWORK_ERROR,
         "remote process exited",
         r"remote process exited or there was a network error",
-        0.65,
+        # NCCL's own words say it cannot tell a dead peer from a failed network: below the
+        # threshold alone, a best guess; a transport line beside it (NET/IB, OFI) decides
+        0.45,
         "NCCL lost a remote peer",
         symptom=True,
     ),
     _s(
         "peer-reset",
         _C.NETWORK_ERROR,
-        "by peer",
+        "by peer|by remote peer",
         r"Connection (?:reset|closed) by (?:remote )?peer",
         0.6,
         "a peer closed the connection",
@@ -664,8 +687,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl-timeout-at-work",
         _C.COLLECTIVE_TIMEOUT,
         "timeout|timed out",
+        # not a WorkNCCL descriptor alone: "Collective WorkNCCL(..., Timeout(ms)=600000) raised
+        # the following async exception: NCCL error: remote process exited" is no timeout
         r"Timeout at NCCL work|Some NCCL operations have failed or timed out"
-        r"|ProcessGroupNCCL.*Timeout\(ms\)",
+        r"|Timeout\(ms\)=\d+\) ran for \d+ milliseconds before timing out"
+        r"|Caught collective operation timeout",
         0.8,
         "NCCL collective timed out",
         symptom=True,
@@ -798,12 +824,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "no usable CUDA device in this environment",
     ),
     _s(
+        "backend-not-built",
+        _C.ENVIRONMENT_ERROR,
+        "built in",
+        r"Distributed package doesn't have (?:NCCL|MPI|Gloo|UCC) built in|\w+ is not built into this (?:torch|PyTorch)",
+        0.9,
+        "this PyTorch build lacks the distributed backend the job asks for",
+    ),
+    _s(
         "missing-shared-lib",
         _C.ENVIRONMENT_ERROR,
         "cannot open shared object|.so",
         r"(?:ImportError|OSError|error while loading shared libraries).*"
         r"(?:cannot open shared object file|\.so(?:\.\d+)*: (?:cannot read file data|file too short"
-        r"|invalid ELF header|wrong ELF class))",
+        r"|invalid ELF header|wrong ELF class))"
+        r"|\blib[\w+-]*\.so(?:\.\d+)*: cannot open shared object file",
         0.85,
         "a shared library is missing or unreadable",
     ),

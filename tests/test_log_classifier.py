@@ -444,13 +444,14 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     round 1's 25 that passed, round 2's 30, round 3's 23, round 4's 27 and round 5's 25 that
     passed (each round's misses were moved to tuned once signatures were written for their
     families, all but a Ray ActorDiedError the thread leaves unexplained, labelled unknown,
-    which the classifier calls host_oom as it does Ray's other SIGKILLed workers), and round
-    6's 31 as they came, 4 misses left in (the next round's work). A fall below the floor is a
-    regression in generalisation, not a missing signature."""
+    which the classifier calls host_oom as it does Ray's other SIGKILLed workers), round 6's
+    27 that passed (its 4 misses moved) and round 7's 26 as they came, less the 9 misses fixed
+    since (7 misses left in: the next round's work). A fall below the floor is a regression in
+    generalisation, not a missing signature."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 161
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 174
     assert held["accuracy"] >= 0.90, held["misses"]
     assert all(m["precision"] >= 0.9 for c, m in held["per_category"].items() if c != "unknown")
 
@@ -543,6 +544,19 @@ MOVED_MISSES = {
     "heldout5_jax_update_resource_exhausted.log": (C.GPU_OOM, None),
     "heldout5_litllama_ib_port_error.log": (C.NETWORK_ERROR, None),
     "heldout5_4m_vqvae_ecc_rank12.log": (C.GPU_MEMORY_ERROR, 12),
+    "heldout6_chatglm2_ptuning_not_enough_disk.log": (C.STORAGE_ERROR, None),
+    "heldout6_gcp_spot_termination_marian.log": (C.PREEMPTION, None),
+    "heldout6_nccl_conn_closed_remote_peer_lightning.log": (C.NETWORK_ERROR, None),
+    "heldout6_ds_multinode_store_barrier_reset.log": (C.RENDEZVOUS_ERROR, None),
+    "heldout7_tf_mirrored_strategy_libnccl_missing.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout7_hubert_windows_mp_spawn_no_nccl_built_in.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout7_gke_pt_roberta_train_evicted_ephemeral_storage.log": (C.STORAGE_ERROR, None),
+    "heldout7_skypilot_tpu_spot_cluster_preempted_recovering.log": (C.PREEMPTION, None),
+    "heldout7_dlrover_flash_ckpt_megatron_load_keyerror_iteration.log": (C.CHECKPOINT_ERROR, None),
+    "heldout7_gpuburn_tesla_aer_surprise_down_xid79.log": (C.GPU_FALLEN_OFF_BUS, None),
+    "heldout7_ray_air_torch_mnist_4x4_allreduce_timeout.log": (C.COLLECTIVE_TIMEOUT, None),
+    "heldout7_jax_toolbox_32node_async_nccl_remote_exit.log": (C.UNKNOWN, None),
+    "heldout7_openrlhf_ray_ppo_mlx5_completion_remote_exit.log": (C.UNKNOWN, None),
 }
 
 
@@ -744,3 +758,92 @@ def test_gpu_lost_xids_agree_with_the_xid_table():
     lost = {x for x, (cat, _, _) in XID_TABLE.items() if cat is C.GPU_FALLEN_OFF_BUS}
     strong = {x for x in lost if XID_TABLE[x][1] >= 0.85}
     assert strong <= GPU_LOST_XIDS <= lost and 158 in GPU_LOST_XIDS
+
+
+@pytest.mark.parametrize(
+    ("lines", "category"),
+    [
+        # the families of rounds 6 and 7's misses, in forms other than the logs they came from
+        (
+            ["OSError: Not enough disk space. Needed: 4.20 GiB (download: 1.1 GiB, generated: 3.1 GiB)"],
+            C.STORAGE_ERROR,
+        ),
+        (
+            ["Warning  Evicted  pod/trainer-0  The node had condition: [DiskPressure]."],
+            C.STORAGE_ERROR,
+        ),
+        (["2025-03-01T10:00:00Z ec2 Spot Instance Interruption Notice received for i-0abc"], C.PREEMPTION),
+        (["I 03-01 10:00:00 controller.py:99] Cluster was preempted. Recovering..."], C.PREEMPTION),
+        (
+            ["ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"],
+            C.ENVIRONMENT_ERROR,
+        ),
+        (["RuntimeError: Distributed package doesn't have MPI built in"], C.ENVIRONMENT_ERROR),
+        (
+            ["[E ProcessGroupNCCL.cpp:828] Net : Connection closed by remote peer node7<41234>"],
+            C.NETWORK_ERROR,
+        ),
+        (
+            ["NCCL WARN NET/OFI Request 0x7f00 completed with error. RC: 5. Error: 11 (TRUNCATED)"],
+            C.NETWORK_ERROR,
+        ),
+        (
+            [
+                "RuntimeError: [Rank 2] Caught collective operation timeout: WorkNCCL(SeqNum=7, "
+                "OpType=ALLGATHER, Timeout(ms)=600000) ran for 600112 milliseconds before timing out."
+            ],
+            C.COLLECTIVE_TIMEOUT,
+        ),
+        # a WorkNCCL descriptor with its timeout is not itself a timeout; NCCL cannot tell a dead
+        # peer from a failed network, so alone it stays below the threshold
+        (
+            [
+                "[rank1]:[E415 21:17:08 ProcessGroupNCCL.cpp:552] [Rank 1] Collective WorkNCCL(SeqNum=335, "
+                "OpType=ALLREDUCE, Timeout(ms)=600000) raised the following async exception: NCCL error: "
+                "remote process exited or there was a network error, NCCL version 2.21.5"
+            ],
+            C.UNKNOWN,
+        ),
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "train.py", line 80, in <module>',
+                "    trainer.fit(model, ckpt_path=last)",
+                '  File "/site-packages/lightning/pytorch/trainer/trainer.py", line 980, in _restore_modules_and_callbacks',
+                "    self._checkpoint_connector.restore_model()",
+                '  File "/site-packages/lightning/pytorch/trainer/connectors/checkpoint_connector.py", line 310, in resume_from_checkpoint_load',
+                "    self.trainer.strategy.load_model_state_dict(self._loaded_checkpoint)",
+                "AttributeError: 'NoneType' object has no attribute 'get'",
+            ],
+            C.CHECKPOINT_ERROR,
+        ),
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/site-packages/torch/distributed/distributed_c10d.py", line 1210, in _store_based_barrier',
+                "    store.wait([store_key], timeout)",
+                "RuntimeError: Connection reset by peer",
+            ],
+            C.RENDEZVOUS_ERROR,
+        ),
+        # the same exception outside those phases stays what it was
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "train.py", line 12, in save_metrics',
+                "AttributeError: 'NoneType' object has no attribute 'get'",
+            ],
+            C.USER_CODE_ERROR,
+        ),
+        (
+            [
+                "[1.1] pcieport 0000:40:01.1: AER: Uncorrected (Fatal) error received: 0000:41:00.0",
+                "[1.2] pcieport 0000:40:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer",
+                "[1.3] NVRM: Xid (PCI:0000:41:00): 79, pid=123, GPU has fallen off the bus.",
+            ],
+            C.GPU_FALLEN_OFF_BUS,
+        ),
+    ],
+)
+def test_round_six_and_seven_families_in_other_forms(lines, category):
+    assert classify_lines(lines).category is category
