@@ -58,16 +58,32 @@ class SigtermFlag:
 def init_distributed(timeout_s: float) -> torch.device:
     """NCCL with GPUs (plus gloo for CPU-side collectives such as async checkpointing), gloo on CPU."""
     timeout = timedelta(seconds=timeout_s)
+    store, rank, world_size = _restart_store(timeout)
+    group = {"store": store, "rank": rank, "world_size": world_size, "timeout": timeout}
     if torch.cuda.is_available():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
-        dist.init_process_group("cpu:gloo,cuda:nccl", timeout=timeout, device_id=device)
+        dist.init_process_group("cpu:gloo,cuda:nccl", device_id=device, **group)
     else:
         device = torch.device("cpu")
         torch.set_num_threads(1)  # ranks share the cores; oversubscription only adds noise
-        dist.init_process_group("gloo", timeout=timeout)
+        dist.init_process_group("gloo", **group)
     torch.use_deterministic_algorithms(True)
     return device
+
+
+def _restart_store(timeout: timedelta) -> tuple[dist.Store, int, int]:
+    """torchrun's env:// store, with its keys kept apart per restart of the worker group.
+
+    torchrun's c10d rendezvous hands every round the same agent store, and torch's env://
+    handler adds no per-round prefix, so the keys a process group publishes its ranks'
+    addresses under outlive a restart: a restarted rank that reads a peer's key before the peer
+    rewrote it dials the dead process's port (gloo: `connectFullMesh failed ... Connection
+    refused`), and torchrun's own `--max-restarts` never comes back. A prefix per
+    TORCHELASTIC_RESTART_COUNT gives each round keys of its own."""
+    store, rank, world_size = next(dist.rendezvous("env://", timeout=timeout))
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"triage/restart_{restart}", store), rank, world_size
 
 
 class Trainer:

@@ -72,6 +72,23 @@ def reference(tmp_path_factory):
     return run_dir, summary
 
 
+def test_torchruns_own_restart_comes_back_from_the_checkpoint(tmp_path):
+    """`--max-restarts` alone, no supervisor: torchrun hands the restarted ranks the same store,
+    and the restarted process group must not dial the killed round's addresses."""
+    run_dir = tmp_path / "restarted"
+    rc, s, out = train(
+        run_dir,
+        *("--nproc-per-node", "3", "--steps", "6", "--checkpoint-every", "2", "--max-restarts", "1"),
+        *("--inject", "kill@step=4,rank=1", "--collective-timeout", str(RANK_TIMEOUT)),
+        timeout=120,
+    )
+    assert rc == 0, out
+    assert "connectFullMesh" not in out
+    start = json.loads((run_dir / "progress-attempt1.jsonl").read_text().splitlines()[0])
+    assert (start["attempt"], start["resumed_from_step"]) == (1, 2)
+    assert s["exit"] == "completed" and s["steps_completed"] == 6
+
+
 def _resume_from_step4(reference, tmp_path, name):
     run_dir, _ = reference
     resumed = tmp_path / name
