@@ -18,10 +18,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, Store
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.distributed_c10d import _set_pg_timeout  # private; torchtitan relies on it too
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.rendezvous import rendezvous
 
 from triage.config import EXIT_PREEMPTED
 from triage.display import Status
@@ -59,20 +61,26 @@ def init_distributed(timeout_s: float) -> torch.device:
     """NCCL with GPUs (plus gloo for CPU-side collectives such as async checkpointing), gloo on CPU."""
     timeout = timedelta(seconds=timeout_s)
     store, rank, world_size = _restart_store(timeout)
-    group = {"store": store, "rank": rank, "world_size": world_size, "timeout": timeout}
     if torch.cuda.is_available():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
-        dist.init_process_group("cpu:gloo,cuda:nccl", device_id=device, **group)
+        dist.init_process_group(
+            "cpu:gloo,cuda:nccl",
+            store=store,
+            rank=rank,
+            world_size=world_size,
+            timeout=timeout,
+            device_id=device,
+        )
     else:
         device = torch.device("cpu")
         torch.set_num_threads(1)  # ranks share the cores; oversubscription only adds noise
-        dist.init_process_group("gloo", **group)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
     torch.use_deterministic_algorithms(True)
     return device
 
 
-def _restart_store(timeout: timedelta) -> tuple[dist.Store, int, int]:
+def _restart_store(timeout: timedelta) -> tuple[Store, int, int]:
     """torchrun's env:// store, with its keys kept apart per restart of the worker group.
 
     torchrun's c10d rendezvous hands every round the same agent store, and torch's env://
@@ -81,9 +89,9 @@ def _restart_store(timeout: timedelta) -> tuple[dist.Store, int, int]:
     rewrote it dials the dead process's port (gloo: `connectFullMesh failed ... Connection
     refused`), and torchrun's own `--max-restarts` never comes back. A prefix per
     TORCHELASTIC_RESTART_COUNT gives each round keys of its own."""
-    store, rank, world_size = next(dist.rendezvous("env://", timeout=timeout))
+    store, rank, world_size = next(rendezvous("env://", timeout=timeout))
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return dist.PrefixStore(f"triage/restart_{restart}", store), rank, world_size
+    return PrefixStore(f"triage/restart_{restart}", store), rank, world_size
 
 
 class Trainer:
