@@ -22,7 +22,8 @@ from prometheus_client.registry import Collector
 from triage.agent.job_progress import STEP_TIME_BUCKETS, ProgressBatch
 from triage.agent.job_state import JobState, apply_batch
 from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, CLOCK_EVENT_REASONS, LOST_TIME_CATEGORIES
-from triage.collectors.records import GpuEvent, GpuSample
+from triage.collectors.records import GpuEvent, GpuSample, NicSample
+from triage.collectors.sim_nic import SIM_NIC_PREFIX
 from triage.store.job_results import JobScore, NodeAccounting
 from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.taxonomy import Category
@@ -51,6 +52,7 @@ class ExporterState:
         self.lock = threading.Lock()
         self.gpus: dict[int, GpuSample] = {}
         self.xid_counts: dict[int, dict[str, int]] = {}
+        self.nics: dict[str, NicSample] = {}
         self.jobs: dict[str, JobState] = {}
         self.collector_ok: dict[str, float] = {}
         self.collector_errors: dict[str, int] = defaultdict(int)
@@ -88,6 +90,10 @@ class ExporterState:
         with self.lock:
             counts = self.xid_counts.setdefault(e.gpu, dict.fromkeys(ALERTED_XIDS, 0))
             counts[str(e.xid)] = counts.get(str(e.xid), 0) + 1
+
+    def observe_nic_sample(self, s: NicSample) -> None:
+        with self.lock:
+            self.nics[s.nic] = s
 
     def register_collector(self, collector: str) -> None:
         """Create the collector's error counter at 0 before its first collect."""
@@ -179,6 +185,7 @@ class ExporterState:
             yield from self._gpu_families()
             yield from self._job_families(now)
             yield from self._node_families()
+            yield from self._nic_families(now)
             yield from self._agent_families()
 
     def _gpu_families(self) -> Iterator[Metric]:
@@ -292,6 +299,21 @@ class ExporterState:
         if self.lemon is not None:
             lemon.add_metric([self.node], 1.0 if self.lemon else 0.0)
         yield from (allocated, productive, lost, caused, lemon)
+
+    def _nic_families(self, now: float) -> Iterator[Metric]:
+        """Ports read within the live window: a simulated port reports only while its fault
+        lasts, and a port that vanished (a reset adapter) must not hold its last value."""
+        up = _family("triage_nic_link_up")
+        downs = _family("triage_nic_link_downs_total")
+        for nic, s in sorted(self.nics.items()):
+            if now - s.time > self.live_window_s:
+                continue
+            simulated = nic.startswith(SIM_NIC_PREFIX)
+            ident = [s.node, nic, "" if s.gpu is None else str(s.gpu), "true" if simulated else "false"]
+            up.add_metric(ident, 1.0 if s.up else 0.0)
+            if s.link_downs_total is not None:
+                downs.add_metric(ident, float(s.link_downs_total))
+        yield from (up, downs)
 
     def _agent_families(self) -> Iterator[Metric]:
         up = _family("triage_agent_up")

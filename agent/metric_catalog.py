@@ -79,6 +79,9 @@ GPU_LABELS = ("node", "gpu", "uuid", "simulated")
 RANK_LABELS = ("job", "rank", "node")
 JOB_LABELS = ("job",)
 AGENT_LABELS = ("node",)
+#: Identity of a network-port series: `gpu` is the GPU under the same PCIe switch ("" where no
+#: single one is), so an alert names the rank's rail.
+NIC_LABELS = ("node", "nic", "gpu", "simulated")
 
 #: Xids the alert rules act on (docs/field-facts.md, docs/failure-taxonomy.md). The exporter creates a
 #: zero `triage_gpu_xid_errors_total` series for each of them on every GPU at start.
@@ -277,6 +280,20 @@ CATALOG: tuple[MetricFamily, ...] = (
         "GPU-seconds lost anywhere in the fleet to incidents whose culprit is this node, by "
         "category, added when a run ends; every category exists from the agent's first read.",
         "seconds",
+    ),
+    MetricFamily(
+        "triage_nic_link_up",
+        _G,
+        NIC_LABELS,
+        "1 while the network port (Ethernet/IPoIB interface or InfiniBand port) has its link, "
+        "0 once it lost it; ports never up since the agent started are not exported.",
+    ),
+    MetricFamily(
+        "triage_nic_link_downs_total",
+        _C,
+        NIC_LABELS,
+        "Link losses the port counted (IB link_downed, carrier_down_count), so a flap between "
+        "two scrapes still shows.",
     ),
     MetricFamily(
         "triage_node_lemon",

@@ -34,7 +34,7 @@ from triage.collectors.host import HostCollector, process_alive
 from triage.collectors.kernel_log import KernelLogCollector
 from triage.collectors.nic import NicCollector
 from triage.collectors.protocol import Collector
-from triage.collectors.records import GpuEvent, GpuSample, Record
+from triage.collectors.records import GpuEvent, GpuSample, NicSample, Record
 from triage.collectors.sim_disk import SimDiskCollector
 from triage.collectors.sim_gpu import sim_kmsg_path
 from triage.collectors.sim_nic import SimNicCollector
@@ -194,6 +194,8 @@ class NodeAgent:
                     if not self.dedup.admit(r):
                         continue  # the other source's report of the same Xid is stored
                     self.state.observe_xid(r)
+                elif isinstance(r, NicSample):
+                    self.state.observe_nic_sample(r)
                 self._pending.append(r)
         while len(self._pending) > self.config.max_pending_records:
             self._pending.popleft()

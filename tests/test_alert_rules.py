@@ -37,7 +37,7 @@ SEVERITIES = {"critical", "warning", "info"}
 #: Labels Prometheus adds at scrape time; rules may use them on any metric.
 TARGET_LABELS = {"job", "instance"}
 #: Labels a family may carry whose values are bounded by the cluster, not by a closed list.
-IDENTITY_LABELS = {"node", "gpu", "uuid", "job", "rank", "collector", "xid"}
+IDENTITY_LABELS = {"node", "gpu", "uuid", "job", "rank", "collector", "xid", "nic"}
 
 _SELECTOR = re.compile(r"(?<![\w:])(triage_[a-z_]+)(?![\w:])\s*(\{[^}]*\})?")
 _MATCHER = re.compile(r'([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"([^"]*)"')

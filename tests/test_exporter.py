@@ -12,7 +12,7 @@ from triage.agent.job_progress import ProgressBatch, RankUpdate, RecentStep
 from triage.agent.metric_catalog import ALERTED_XIDS, BY_NAME, LOST_TIME_CATEGORIES, family_of_sample
 from triage.agent.metrics_server import MetricsServer
 from triage.analyzers.lost_time import OVERHEAD
-from triage.collectors.records import GpuEvent, GpuSample
+from triage.collectors.records import GpuEvent, GpuSample, NicSample
 from triage.store.job_results import NodeAccounting
 from triage.taxonomy import Category
 
@@ -187,6 +187,7 @@ def test_metrics_over_http_parse_and_follow_the_catalog():
     )
     state.add_accounting(NodeAccounting(10.0, 5.0, {"overhead": 5.0}, {"collective_timeout": 1.0}))
     state.set_lemon(False)
+    state.observe_nic_sample(NicSample(NOW, "n0", "mlx5_0/1", True, 0, 0))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StateCollector(state))
     server = MetricsServer(registry, "127.0.0.1", 0)
@@ -212,6 +213,8 @@ def test_metrics_over_http_parse_and_follow_the_catalog():
         "triage_lost_gpu_seconds_total",
         "triage_caused_lost_gpu_seconds_total",
         "triage_node_lemon",
+        "triage_nic_link_up",
+        "triage_nic_link_downs_total",
     } <= seen
     assert all(name in BY_NAME for name in seen)
 
@@ -264,3 +267,17 @@ def test_node_gpu_second_counters_appear_at_the_first_read_and_add_up():
     assert values(m, "triage_node_lemon", node="n0") == [1.0]
     state.set_lemon(False)
     assert values(scrape(state), "triage_node_lemon", node="n0") == [0.0]
+
+
+def test_a_port_is_exported_while_it_reports_and_a_lost_link_reads_zero():
+    now = [NOW]
+    state = ExporterState("n0", live_window_s=60.0, clock=lambda: now[0])
+    state.observe_nic_sample(NicSample(NOW, "n0", "eth0", True, 2, None))
+    state.observe_nic_sample(NicSample(NOW, "n0", "sim:nic1", False, None, 1))
+    m = scrape(state)
+    assert values(m, "triage_nic_link_up", nic="eth0", gpu="", simulated="false") == [1.0]
+    assert values(m, "triage_nic_link_downs_total", nic="eth0") == [2.0]
+    assert values(m, "triage_nic_link_up", nic="sim:nic1", gpu=1, simulated="true") == [0.0]
+    assert values(m, "triage_nic_link_downs_total", nic="sim:nic1") == []  # not counted: no series
+    now[0] = NOW + 61  # neither read since: a simulated fault over, a port gone
+    assert values(scrape(state), "triage_nic_link_up") == []
