@@ -210,38 +210,75 @@ class _Hit:
 
 _HARDWARE_LAYERS = (Layer.GPU, Layer.HOST)
 _TRACEBACK_START = "Traceback (most recent call last)"
-_FRAME_RE = re.compile(r'^\s*(?:\[\w+\]:\s*)?File ".*", line \d+, in (\w+)\s*$')
+_LINE_PREFIX_RE = re.compile(r"^(?:(\[\w+\]:) ?)?")  # torchrun's rank prefix and its space
+_FRAME_RE = re.compile(r'^\s*File ".*", line \d+, in (\w+)\s*$')
 
 
 @dataclass(frozen=True)
 class _FrameContext:
     """An exception whose traceback passes through one of these functions failed in that phase:
-    a line that on its own says only `overrides` (an unspecific Python error, a peer reset) is
-    then a failure of `category`."""
+    its closing line, when it says no more than `signatures` do (an unspecific Python error, a
+    peer reset), is then a failure of `category`. A specific line keeps its own category (a
+    device-side assert at a save's first synchronisation is still the training's bug)."""
 
     function: re.Pattern[str]
     category: Category
-    overrides: frozenset[Category]
+    signatures: frozenset[str]
     phase: str
 
 
+_UNSPECIFIC = frozenset({"python-exception", "generic-runtime-error"})
 _FRAME_CONTEXTS = (
     # Megatron's load_checkpoint, DeepSpeed's save_checkpoint and _save_zero_checkpoint,
     # Lightning's _load_from_checkpoint, NeMo's save_checkpoint_to_dir
     _FrameContext(
         re.compile(r"\w*(?:save|load)\w*checkpoint\w*|\w*checkpoint\w*_(?:save|load)\w*", re.IGNORECASE),
         Category.CHECKPOINT_ERROR,
-        frozenset({Category.USER_CODE_ERROR}),
+        _UNSPECIFIC,
         "a checkpoint save or load",
     ),
     # the process group's set-up: its store barrier, the rendezvous handlers
     _FrameContext(
         re.compile(r"_store_based_barrier|\w*rendezvous\w*|_create_c10d_store"),
         Category.RENDEZVOUS_ERROR,
-        frozenset({Category.USER_CODE_ERROR, Category.NETWORK_ERROR}),
+        _UNSPECIFIC | {"peer-reset"},
         "the process group's rendezvous",
     ),
 )
+
+
+class _Tracebacks:
+    """The phase each rank's traceback being read is in, so its closing line can be read in it.
+
+    Kept per line prefix (`[rank3]:`, `[default3]:`, none), since ranks' tracebacks interleave in
+    one log; a traceback ends at its first line that is neither a frame nor indented code, and
+    the context goes with it whatever that line says."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[str, _FrameContext] | None] = {}
+
+    def read(self, text: str) -> tuple[str, _FrameContext] | None:
+        """Note one line; the context of the traceback it closes, if it closes one that had one."""
+        m = _LINE_PREFIX_RE.match(text)
+        prefix = (m.group(1) or "") if m else ""
+        body = text[m.end() :] if m else text
+        if _TRACEBACK_START in body:
+            if prefix in self._open or len(self._open) < MAX_DISTINCT:
+                self._open[prefix] = None
+            return None
+        if "File " in body and (f := _FRAME_RE.match(body)):
+            # a frame opens a traceback too: a log cut by a thread often starts inside one
+            context = next((c for c in _FRAME_CONTEXTS if c.function.fullmatch(f.group(1))), None)
+            if context is not None and (prefix in self._open or len(self._open) < MAX_DISTINCT):
+                self._open[prefix] = (f.group(1), context)
+            return None
+        if prefix not in self._open:
+            return None
+        if body[:1].isspace():
+            return None  # the frame's code line, or its ^^^^ markers
+        return self._open.pop(prefix)
+
+
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 
 
@@ -265,17 +302,18 @@ class LogClassifier:
         self._in_root_cause = False
         self._root_cause_rank: int | None = None
         self._root_cause_host: str | None = None
-        self._frame: tuple[str, _FrameContext] | None = None  # of the traceback being read
+        self._tracebacks = _Tracebacks()
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
         text = text.rstrip("\r\n")
         self._note_context(text)
+        closed = self._tracebacks.read(text)
         match = classify_line(text)
         if match is None:
             return None
-        if self._frame is not None and match.category in self._frame[1].overrides:
-            function, context = self._frame
+        if closed is not None and match.signature in closed[1].signatures:
+            function, context = closed
             match = dataclasses.replace(
                 match,
                 category=context.category,
@@ -284,7 +322,6 @@ class LogClassifier:
                 description=f"an error raised inside `{function}` ({context.phase})",
                 symptom=False,
             )
-            self._frame = None
         self._counts[match.signature] += 1
         if match.node:
             _add_bounded(self._nodes_seen, match.node)
@@ -303,12 +340,6 @@ class LogClassifier:
 
     def _note_context(self, text: str) -> None:
         """Ranks present in the job, and torchrun's "Root Cause" block (its rank and host)."""
-        if _TRACEBACK_START in text:
-            self._frame = None
-        elif "File " in text and (f := _FRAME_RE.match(text)):
-            context = next((c for c in _FRAME_CONTEXTS if c.function.fullmatch(f.group(1))), None)
-            if context is not None:
-                self._frame = (f.group(1), context)
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
             _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))

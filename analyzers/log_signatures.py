@@ -471,7 +471,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "pod-evicted-disk",
         _C.STORAGE_ERROR,
         "ephemeral-storage|diskpressure",
-        r"low on resource: ephemeral-storage|ephemeral[- ]storage usage .*exceeds|\bDiskPressure\b",
+        # not a node's condition table with DiskPressure False: an eviction that names it
+        r"low on resource: ephemeral-storage|ephemeral[- ]storage usage .*exceeds"
+        r"|evict\w*\b.*\bDiskPressure\b|\bDiskPressure\b.*\bevict",
         0.85,
         "the pod was evicted because the node's disk filled up",
     ),
@@ -499,7 +501,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.PREEMPTION,
         "termination|interruption",
         r"termination is imminent|Spot Instance (?:Termination|Interruption) Notice"
-        r"|instance-action.*terminate|spot (?:instance )?interruption",
+        r"|spot (?:instance )?interruption (?:notice|warning) (?:received|for)",
         0.85,
         "the cloud reclaimed the spot/preemptible machine",
     ),
@@ -838,7 +840,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?:ImportError|OSError|error while loading shared libraries).*"
         r"(?:cannot open shared object file|\.so(?:\.\d+)*: (?:cannot read file data|file too short"
         r"|invalid ELF header|wrong ELF class))"
-        r"|\blib[\w+-]*\.so(?:\.\d+)*: cannot open shared object file",
+        # an error that is only the loader's message ("Error reported to Coordinator: libnccl.so.2:
+        # cannot open ..."), not a warning that a library is optional (torchvision's image
+        # extension, TensorFlow's "Could not load dynamic library ... dlerror: ...")
+        r"|(?:\bError(?: reported to \w+)?|\bException):\s*lib[\w+-]*\.so(?:\.\d+)*: cannot open shared object file",
         0.85,
         "a shared library is missing or unreadable",
     ),

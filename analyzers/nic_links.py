@@ -4,10 +4,12 @@ When one rank's link goes, its peers' connections close too and every rank repor
 "connection closed by peer" or collective timeout at about the same moment: symptoms that name
 no culprit, or the wrong one (whichever rank printed first). The node agent's port samples
 (`JobData.down_nics`, from sysfs: `collectors/nic.py`) say whose link it was. A port that went
-down within the correlation window of an attempt's fatal transport failure is that attempt's
-cause: a network_error on its node, culprit the rank on the GPU beside the port (its rail) where
-the agent could map one, else the node. A port that went down with no failure around it is an
-advisory incident (a flap the job rode out), so a failing port is seen before it fails a job.
+down no more than the correlation window before an attempt's fatal transport failure (or a
+few samples after it: the agent reads the port once a second or so) is that attempt's cause, if
+the attempt had ranks on that node (on the GPU beside the port, where the agent could map one):
+a network_error on its node, culprit the rank on that GPU, else the node. A port that went down
+with no such failure is an advisory incident (a flap the job rode out, or a port the job does
+not use), so a failing port is seen before it fails a job.
 """
 
 from __future__ import annotations
@@ -25,26 +27,35 @@ from triage.verdict import Culprit, Evidence, Verdict
 _TRANSPORT = (Category.NETWORK_ERROR, Category.COLLECTIVE_TIMEOUT)
 _CAUSE_CONFIDENCE = 0.9
 _FLAP_CONFIDENCE = 0.6
+#: How long after the ranks' failure a port's reading may come and still explain it.
+_SAMPLE_LAG_S = 10.0
 
 
 def down_nic_findings(job: JobData, findings: list[Finding], cfg: AnalyzerConfig) -> list[Finding]:
-    """One finding per port that went down during an attempt (the first sample of each)."""
-    out: list[Finding] = []
-    seen: set[tuple[int, str, str]] = set()
+    """One finding per port and attempt: the first reading that explains a transport failure
+    of the attempt, else the port's first reading in it as an advisory."""
+    chosen: dict[tuple[int, str, str], tuple[pd.Series, Finding | None]] = {}
     for _, row in job.down_nics.sort_values("first_time").iterrows():
-        t = float(row["first_time"])
-        attempt = evidence_attempt(job, t, cfg)
-        if attempt is None or (key := (attempt, str(row["node"]), str(row["nic"]))) in seen:
+        attempt = evidence_attempt(job, float(row["first_time"]), cfg)
+        if attempt is None:
             continue
-        seen.add(key)
-        failed = _transport_failure_near(findings, attempt, t, cfg.correlation_window_s)
-        out.append(_finding(job, attempt, row, failed))
-    return out
+        key = (attempt, str(row["node"]), str(row["nic"]))
+        if key in chosen and chosen[key][1] is not None:
+            continue
+        failed = _failure_it_explains(job, findings, attempt, row, cfg.correlation_window_s)
+        if key not in chosen or failed is not None:
+            chosen[key] = (row, failed)
+    return [_finding(job, attempt, row, failed) for (attempt, _, _), (row, failed) in chosen.items()]
 
 
-def _transport_failure_near(
-    findings: list[Finding], attempt: int, t: float, window_s: float
+def _failure_it_explains(
+    job: JobData, findings: list[Finding], attempt: int, row: pd.Series, window_s: float
 ) -> Finding | None:
+    """The attempt's first fatal transport failure that this down port can explain: the port
+    serves ranks of the attempt, and went down before the failure (or was read just after)."""
+    if not _serves(job, attempt, row):
+        return None
+    t0, t1 = float(row["first_time"]), float(row["last_time"])
     return next(
         (
             f
@@ -52,10 +63,16 @@ def _transport_failure_near(
             if f.attempt == attempt
             and f.fatal
             and f.verdict.category in _TRANSPORT
-            and abs(f.time - t) <= window_s
+            and t0 - _SAMPLE_LAG_S <= f.time <= t1 + window_s
         ),
         None,
     )
+
+
+def _serves(job: JobData, attempt: int, row: pd.Series) -> bool:
+    """Whether the attempt had ranks behind the port: on its node, on its GPU where known."""
+    gpu = None if pd.isna(row["gpu"]) else int(row["gpu"])
+    return bool(job.ranks_on(attempt, str(row["node"]), gpu))
 
 
 def _finding(job: JobData, attempt: int, row: pd.Series, failed: Finding | None) -> Finding:

@@ -10,7 +10,8 @@ clusters) by comparing the two devices' sysfs paths, so the analysis can name th
 Only physical ports are read (an interface without a `device` link is a bridge, veth or
 loopback), and a port is reported from the first collect that finds it up: a port that was
 never up since the agent started carries no job traffic, and reporting every unused, unplugged
-port as down would blame every node.
+port as down would blame every node. (So a port already dead when the agent starts is not
+reported; a slave of a bond is, as a port of its own: the bond runs on with less.)
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ class NicCollector:
         for hca in _children(self.sysfs / "class" / "infiniband"):
             device = _device_path(hca / "device")
             for port in _children(hca / "ports"):
-                state = _read(port / "state") or ""  # "4: ACTIVE", "1: DOWN"
-                downs = _int(_read(port / "counters" / "link_downed"))
-                ports.append((f"{hca.name}/{port.name}", state.endswith("ACTIVE"), downs, device))
+                state = _read(port / "state") or ""  # "4: ACTIVE", "5: ACTIVE_DEFER", "1: DOWN"
+                downs = _int(_read(port / "counters" / "link_downed"))  # 8 bits: stops at 255
+                ports.append((f"{hca.name}/{port.name}", "ACTIVE" in state, downs, device))
         return ports
 
     def _nearest_gpu(self, device: Path | None) -> int | None:

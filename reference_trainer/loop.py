@@ -81,15 +81,21 @@ def init_distributed(timeout_s: float) -> torch.device:
 
 
 def _restart_store(timeout: timedelta) -> tuple[Store, int, int]:
-    """torchrun's env:// store, with its keys kept apart per restart of the worker group.
+    """torchrun's env:// store, with its keys kept apart per restart of a one-node worker group.
 
     torchrun's c10d rendezvous hands every round the same agent store, and torch's env://
     handler adds no per-round prefix, so the keys a process group publishes its ranks'
     addresses under outlive a restart: a restarted rank that reads a peer's key before the peer
     rewrote it dials the dead process's port (gloo: `connectFullMesh failed ... Connection
-    refused`), and torchrun's own `--max-restarts` never comes back. A prefix per
-    TORCHELASTIC_RESTART_COUNT gives each round keys of its own."""
+    refused`), and torchrun's own `--max-restarts` never comes back. With one agent,
+    TORCHELASTIC_RESTART_COUNT numbers the rounds, so a prefix per count gives each round keys
+    of its own. With several agents it does not: each counts only its own failures (a healthy
+    node restarts on the others' rendezvous without counting), so ranks of one round could
+    disagree on the prefix and never meet; there the keys stay torch's own. `triage run`
+    launches every attempt afresh and is not affected either way."""
     store, rank, world_size = next(rendezvous("env://", timeout=timeout))
+    if os.environ.get("GROUP_WORLD_SIZE", "1") != "1":
+        return store, rank, world_size
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return PrefixStore(f"triage/restart_{restart}", store), rank, world_size
 

@@ -89,3 +89,47 @@ def test_a_link_flap_the_job_rode_out_is_an_advisory_incident():
     (flap,) = incidents
     assert flap.verdict.category is Category.NETWORK_ERROR and flap.verdict.culprit.rank == 2
     assert "went on" in flap.verdict.summary
+
+
+def test_a_port_that_flapped_earlier_still_explains_its_later_fatal_drop():
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(200), T0 + 5)
+    b.nic_sample("node1", T0 + 30, "ib1", False, 1)  # a flap the job rode out
+    b.nic_sample("node1", T0 + 31, "ib1", True, 1)
+    b.nic_sample("node1", end + 0.5, "ib1", False, 1)  # the drop that ends it, minutes later
+    for r in range(4):
+        b.event(0, r, end + 1 + 0.1 * r, "exception", CLOSED.format(peer=r))
+    (v,) = roots(b)
+    assert (v.culprit.rank, v.culprit.node) == (3, "node1") and v.evidence[0].source == "nic", v.summary
+
+
+def test_a_port_on_a_rail_no_rank_uses_explains_nothing():
+    b = cut_link(3, None)
+    b.nic_sample("node0", T0 + 5 + 20 + 1.5, "ib3", False, 3)  # GPU 3 of node0: no rank on it
+    incidents = analyze_job(b.load(), AnalyzerConfig()).incidents
+    (root,) = [i.verdict for i in incidents if i.root]
+    assert root.evidence[0].source != "nic" and root.culprit.rank == 3
+    (advisory,) = [i.verdict for i in incidents if not i.root and i.verdict.evidence[0].source == "nic"]
+    assert advisory.culprit.node == "node0" and "went on" in advisory.summary
+
+
+def test_the_port_of_a_node_left_out_of_the_attempt_explains_nothing():
+    """Attempt 0 ran on both nodes; attempt 1 on node0 only, while node1's port stays down."""
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(10), T0 + 5)
+    b.nic_sample("node1", end + 0.5, "ib0", False, 0)
+    for r in range(4):
+        b.event(0, r, end + 1 + 0.1 * r, "exception", CLOSED.format(peer=r))
+    b.world(2, per_node=2, attempt=1, start=end + 30)
+    end1 = b.steps(1, range(10, 20), end + 35)
+    b.nic_sample("node1", end1 + 0.5, "ib0", False, 0)
+    b.event(1, 1, end1 + 1, "exception", CLOSED.format(peer=0))
+    b.event(1, 0, end1 + 1.1, "exception", CLOSED.format(peer=1))
+    by_attempt = {i.attempt: i.verdict for i in analyze_job(b.load(), AnalyzerConfig()).incidents if i.root}
+    assert (by_attempt[0].culprit.rank, by_attempt[0].culprit.node) == (2, "node1")
+    assert by_attempt[1].evidence[0].source != "nic" and by_attempt[1].culprit.node != "node1"
+
+
+def test_a_port_lost_long_after_the_failure_is_not_its_cause():
+    (v,) = roots(cut_link(3, ("node0", 0), down_at=60.0))
+    assert v.evidence[0].source != "nic" and v.culprit.rank == 3

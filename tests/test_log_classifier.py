@@ -847,3 +847,61 @@ def test_gpu_lost_xids_agree_with_the_xid_table():
 )
 def test_round_six_and_seven_families_in_other_forms(lines, category):
     assert classify_lines(lines).category is category
+
+
+@pytest.mark.parametrize(
+    ("lines", "category"),
+    [
+        # optional libraries a healthy run warns about: no environment_error
+        (
+            [
+                "UserWarning: Failed to load image Python extension: 'libc10_cuda.so: cannot open shared "
+                "object file: No such file or directory'"
+            ],
+            C.UNKNOWN,
+        ),
+        (
+            [
+                "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+                "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file"
+            ],
+            C.UNKNOWN,
+        ),
+        (["  DiskPressure     False   Mon, 01 Jan 2024 10:00:00   KubeletHasNoDiskPressure"], C.UNKNOWN),
+        (["INFO spot interruption handling enabled for this node group"], C.UNKNOWN),
+        # ranks' tracebacks interleave: rank 0's checkpoint frame is not rank 1's
+        (
+            [
+                "[rank1]: Traceback (most recent call last):",
+                "[rank0]: Traceback (most recent call last):",
+                '[rank0]:   File "/x/engine.py", line 3505, in save_checkpoint',
+                '[rank1]:   File "train.py", line 50, in step',
+                "[rank1]: ValueError: bad batch shape",
+            ],
+            C.USER_CODE_ERROR,
+        ),
+        # a specific error keeps its category inside a checkpoint phase
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/x/engine.py", line 3505, in save_checkpoint',
+                "    torch.cuda.synchronize()",
+                "RuntimeError: CUDA error: device-side assert triggered",
+            ],
+            classify_lines(["RuntimeError: CUDA error: device-side assert triggered"]).category,
+        ),
+        # the phase ends with its traceback: a later error elsewhere is not the checkpoint's
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "/x/checkpointing.py", line 526, in load_checkpoint',
+                "    state = torch.load(path)",
+                "KeyboardInterrupt",
+                "ValueError: loss went negative",
+            ],
+            C.USER_CODE_ERROR,
+        ),
+    ],
+)
+def test_what_must_not_read_as_those_families(lines, category):
+    assert classify_lines(lines).category is category
