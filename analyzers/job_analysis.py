@@ -7,6 +7,7 @@ goodput with its badput buckets, per-rank straggler scores and per-GPU health.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pandas as pd
 from triage.analyzers.captured_output import SEEN_GONE, captured_output_findings
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.disk_space import full_disk_causes
-from triage.analyzers.findings import Finding
+from triage.analyzers.findings import Finding, ranks_phrase
 from triage.analyzers.flight_recorder import flight_recorder_findings
 from triage.analyzers.goodput import Goodput, compute_goodput
 from triage.analyzers.gpu_health import gpu_health_findings, throttled_gpus
@@ -237,6 +238,45 @@ def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
+_WORKER_DEATH = re.compile(r"DataLoader worker \(pids?")
+
+
+def _teardown_consequences(findings: list[Finding], cfg: AnalyzerConfig) -> list[Finding]:
+    """A DataLoader worker that died on one rank after another rank was killed is the launcher's
+    teardown, not a data fault: torchrun stops every rank's process group once one rank fails,
+    and the rank whose worker it stopped reports "worker exited unexpectedly". Such a finding
+    becomes a symptom, so the killed rank stays the cause (its own time is its last heartbeat,
+    before any teardown)."""
+    killed = [
+        f
+        for f in findings
+        if f.fatal
+        and f.verdict.category is Category.UNKNOWN
+        and f.ranks
+        and any(e.source in (SEEN_GONE, "launcher") for e in f.verdict.evidence)
+    ]
+    for f in findings:
+        v = f.verdict
+        if f.symptom or v.category is not Category.DATA_PIPELINE_ERROR:
+            continue
+        if not any(_WORKER_DEATH.search(e.text) for e in v.evidence):
+            continue
+        first = next(
+            (
+                k
+                for k in sorted(killed, key=lambda k: k.time)
+                if k.attempt == f.attempt
+                and not set(k.ranks) & set(f.ranks)
+                and k.time <= f.time <= k.time + cfg.correlation_window_s
+            ),
+            None,
+        )
+        if first is not None:
+            f.symptom = True
+            v.summary += f"; after {ranks_phrase(first.ranks)} had been killed (the launcher stops every rank's workers)"
+    return findings
+
+
 def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     stragglers = straggler_analysis(job, cfg)
     findings: list[Finding] = [
@@ -251,7 +291,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
         *stragglers.findings,
         *ledger_findings(job, cfg),
     ]
-    findings = full_disk_causes(job, _drop_vague_duplicates(findings), cfg)
+    findings = full_disk_causes(job, _drop_vague_duplicates(_teardown_consequences(findings, cfg)), cfg)
     findings += down_nic_findings(job, findings, cfg)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
     # a job without hooks records no exits: the supervisor's "completed" is its clean end

@@ -213,6 +213,40 @@ def test_a_rank_the_launcher_saw_killed_is_the_culprit_not_its_peers_resets(kill
     assert v.culprit.node == f"node{killed // 2}"
 
 
+WORKER_GONE = "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly"
+
+
+@pytest.mark.parametrize("killed, other", [(3, 2), (0, 1), (1, 3)])
+def test_a_dataloader_worker_stopped_by_the_teardown_after_a_kill_is_its_consequence(killed, other):
+    """torchrun stops every rank's process group once one rank dies; the rank whose DataLoader
+    worker went first says "worker exited unexpectedly". The killed rank is the cause."""
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(10), T0 + 5)
+    for r in range(4):
+        b.heartbeat(0, r, end, 9)
+    b.event(0, other, end + 0.4, "exception", WORKER_GONE)
+    for r in set(range(4)) - {killed, other}:
+        b.event(0, r, end + 0.6, "exception", "RuntimeError: Connection reset by peer")
+    supervisor_event(
+        b,
+        0,
+        killed,
+        end + 0.3,
+        EVENT_RANK_EXIT,
+        f"rank {killed} was killed",
+        exit_code=-9,
+        signal="SIGKILL",
+        first_observed=True,
+    )
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    assert (v.category, v.culprit.rank) == (Category.UNKNOWN, killed), v.summary
+    # a worker that died before any rank was killed is the data pipeline's own failure
+    b.rows["events"] = [e for e in b.rows["events"] if e["kind"] != EVENT_RANK_EXIT]
+    b.event(0, killed, end + 1.0, "exception", "RuntimeError: Connection reset by peer")
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    assert (v.category, v.culprit.rank) == (Category.DATA_PIPELINE_ERROR, other), v.summary
+
+
 @pytest.mark.parametrize("killed", [1, 3])
 def test_a_rank_seen_dying_by_itself_is_no_collective_timeout(killed):
     """The supervisor saw `killed` gone (SIGKILLed, no record of its own) while its peers waited
