@@ -79,8 +79,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "row-remap-failure",
         _C.GPU_MEMORY_ERROR,
-        "remap",
-        r"row remap(?:ping)? fail|remapping failure|Row Remapper",
+        "remap|uncorrectable",
+        # and nvidia-smi -q: a non-zero uncorrectable count (its ECC or Remapped Rows section)
+        r"row remap(?:ping)? fail|remapping failure|Row Remapper"
+        r"|^\s*Uncorrectable(?: Error)?\s*:\s*[1-9]\d*\s*$",
         0.8,
         "HBM row remapping event",
     ),
@@ -499,9 +501,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cloud-termination-notice",
         _C.PREEMPTION,
-        "termination|interruption",
+        "termination|interruption|power key",
         r"termination is imminent|Spot Instance (?:Termination|Interruption) Notice"
-        r"|spot (?:instance )?interruption (?:notice|warning) (?:received|for)",
+        r"|spot (?:instance )?interruption (?:notice|warning) (?:received|for)"
+        # how GCP and Azure stop a VM: an ACPI power-key press the guest's systemd sees
+        r"|systemd-logind(?:\[\d+\])?:? Power key pressed",
         0.85,
         "the cloud reclaimed the spot/preemptible machine",
     ),
@@ -671,7 +675,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl-socket-failed",
         _C.NETWORK_ERROR,
         "nccl warn",
-        r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed)",
+        r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed"
+        r"|Net : Call to (?:recv|send|connect) .*failed|NET/Socket : socket progress error)",
         0.6,
         "NCCL socket failure",
         symptom=True,
@@ -732,15 +737,18 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.CHECKPOINT_ERROR,
         "checkpoint",
         r"CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict|Missing key\(s\) in state_dict"
-        r"|Unexpected key\(s\) in state_dict",
+        r"|Unexpected key\(s\) in state_dict"
+        # a resume whose checkpoint directory lacks a file (an incomplete save)
+        r"|No such file or directory: '[^']*checkpoint[^']*/[^'/]+'",
         0.8,
         "a checkpoint could not be written or read back",
     ),
     _s(
         "illegal-memory-access",
         _C.CUDA_ERROR,
-        "illegal memory access",
-        r"an illegal memory access was encountered",
+        "illegal memory access|cuda exception",
+        # and cuda-gdb's report of the faulting warp
+        r"an illegal memory access was encountered|CUDA Exception: Warp (?:Out-of-range|Misaligned|Illegal) Address",
         0.8,
         "CUDA illegal memory access",
     ),
@@ -1098,7 +1106,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "image-decode",
         _C.DATA_PIPELINE_ERROR,
         "image|decompressionbomb",
-        r"UnidentifiedImageError|cannot identify image file|DecompressionBombError",
+        r"UnidentifiedImageError|cannot identify image file|DecompressionBombError"
+        r"|image file is truncated",
         0.8,
         "a corrupt input sample",
     ),
