@@ -66,11 +66,22 @@ def signalled_rank_findings(
     job: JobData, attempt: int, events: pd.DataFrame, raised: set[int]
 ) -> list[Finding]:
     findings = []
-    for _, row in events[events["kind"] == EVENT_RANK_EXIT].iterrows():
+    exits = events[events["kind"] == EVENT_RANK_EXIT]
+    # what the launcher reported afterwards for a rank the supervisor saw vanish first (which
+    # of the two sees a death first is a race of their polls)
+    reported = {
+        int(r["rank"]): sig
+        for _, r in exits.iterrows()
+        if pd.notna(r["rank"]) and isinstance(sig := _detail(r["detail"]).get("signal"), str)
+    }
+    for _, row in exits.iterrows():
         d = _detail(row["detail"])
         sig = d.get("signal")
         if d.get("vanished") and sig is None:
-            sig = "a signal"  # the supervisor saw it gone, with no exit of its own recorded
+            # the supervisor saw it gone, with no exit of its own recorded; the launcher may
+            # have said since by which signal (a stop signal would be its teardown, not this)
+            late = reported.get(int(row["rank"])) if pd.notna(row["rank"]) else None
+            sig = late if late is not None and late not in _STOP_SIGNALS else "a signal"
         if (
             not d.get("first_observed")
             or not isinstance(sig, str)

@@ -247,6 +247,45 @@ def test_a_dataloader_worker_stopped_by_the_teardown_after_a_kill_is_its_consequ
     assert (v.category, v.culprit.rank) == (Category.DATA_PIPELINE_ERROR, other), v.summary
 
 
+@pytest.mark.parametrize(
+    ("launcher_says", "named"), [("SIGKILL", "SIGKILL"), ("SIGTERM", "a signal"), (None, "a signal")]
+)
+def test_a_rank_seen_vanishing_takes_the_signal_its_launcher_reported_later(launcher_says, named):
+    """Whether the supervisor's poll or the launcher sees a death first is a race: the verdict
+    names the signal either way (a stop signal is the launcher's own teardown, not the cause)."""
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(10), T0 + 5)
+    for r in range(4):
+        b.heartbeat(0, r, end, 9)
+    supervisor_event(
+        b,
+        0,
+        1,
+        end + 0.3,
+        EVENT_RANK_EXIT,
+        "rank 1 ended with no exit or exception of its own recorded",
+        exit_code=None,
+        signal=None,
+        first_observed=True,
+        vanished=True,
+    )
+    if launcher_says is not None:
+        supervisor_event(
+            b,
+            0,
+            1,
+            end + 0.9,
+            EVENT_RANK_EXIT,
+            "rank 1 exited",
+            exit_code=-9,
+            signal=launcher_says,
+            first_observed=False,
+        )
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    assert (v.category, v.culprit.rank) == (Category.UNKNOWN, 1)
+    assert f"was killed by {named} with no exception" in v.summary, v.summary
+
+
 @pytest.mark.parametrize("killed", [1, 3])
 def test_a_rank_seen_dying_by_itself_is_no_collective_timeout(killed):
     """The supervisor saw `killed` gone (SIGKILLed, no record of its own) while its peers waited
