@@ -60,6 +60,11 @@ class StoreError(RuntimeError):
     """The partition cannot be written by this version of Triage."""
 
 
+#: How often, and how far apart, `partition_holder` reads a just-taken lock for its pid.
+_PID_READS = 5
+_PID_READ_WAIT_S = 0.02
+
+
 def partition_holder(data_dir: str | os.PathLike[str], node: str) -> str | None:
     """The pid (as its lock file says) of the process writing `node`'s partition, None where
     none does: a look that takes the lock for an instant, never waits, and creates nothing."""
@@ -71,7 +76,12 @@ def partition_holder(data_dir: str | os.PathLike[str], node: str) -> str | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        # the holder writes its pid just after it takes the lock: give it a moment
+        for _ in range(_PID_READS):
+            if pid := os.pread(fd, 32, 0).decode(errors="replace").strip():
+                return pid
+            time.sleep(_PID_READ_WAIT_S)
+        return "?"
     finally:
         os.close(fd)
     return None
