@@ -40,7 +40,7 @@ from triage.collectors.sim_gpu import sim_kmsg_path
 from triage.collectors.sim_nic import SimNicCollector
 from triage.collectors.xid_dedup import XidDeduplicator
 from triage.config import data_dir_from_env, node_name
-from triage.store import StoreWriter, apply_retention, compact, ingest_partition
+from triage.store import StoreWriter, apply_retention, compact, ingest_partition, summarise_segments
 from triage.store.job_results import JobResultsReader
 from triage.store.layout import agent_flush_mark
 from triage.store.node_health import QUARANTINED, SOURCE_LEMON
@@ -304,16 +304,19 @@ class NodeAgent:
         try:
             dropped = apply_retention(self.writer, now)
             merged = compact(self.writer)
+            summarised = summarise_segments(self.writer)
         except Exception:
             log.exception("retention/compaction of %s failed; retried later", self.writer.dir)
             return
         # Compaction rewrites rows already read: mark its output as seen.
         self._seen_segments = {s.file for s in self.writer.manifest.segments}
-        if dropped or merged:
+        if dropped or merged or summarised:
             log.info(
-                "store maintenance: %d segment(s) past retention, %d merged segment(s)",
+                "store maintenance: %d segment(s) past retention, %d merged segment(s), "
+                "%d older collectives segment(s) summarised",
                 len(dropped),
                 len(merged),
+                len(summarised),
             )
 
     def run(self, stop: threading.Event) -> None:

@@ -250,7 +250,7 @@ def measure_job(cfg: AnalyzeScaleConfig, world: int, show_progress: bool) -> dic
                     raise RuntimeError(f"query {name} returned a wrong answer at this scale")
                 queries[name] = {"cold_s": cold, "warm_s": warm}
         full = {**_in_fresh_process(analyze, tmp, cfg.repeat, world), "target_s": cfg.analyze_target_s}
-        store_bytes = sum(p.stat().st_size for p in (data_dir / "store").rglob("*.parquet"))
+        store_bytes = sum(p.stat().st_size for p in (data_dir / "store").rglob("*.parquet*"))
     return {
         "ranks": world,
         "steps": cfg.steps,

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.store import ingest_spools
+from triage.store.collective_summary import summary_path
 from triage.store.ingest import IngestReport
 from triage.store.layout import partition_dir
 from triage.store.manifest import load_manifest
@@ -201,7 +202,11 @@ def measure(cfg: IngestBenchConfig) -> dict[str, Any]:
         elapsed, cpu, report = timed_ingest(data_dir, spool_rows)
         manifest = load_manifest(partition_dir(data_dir, NODE))
         assert manifest is not None  # the ingest just wrote the partition
-        store_bytes = sum(s.bytes for s in manifest.segments)
+        part = partition_dir(data_dir, NODE)
+        summaries = [summary_path(part / s.file) for s in manifest.segments]
+        store_bytes = sum(s.bytes for s in manifest.segments) + sum(
+            p.stat().st_size for p in summaries if p.exists()
+        )
         legacy_dir = Path(tmp) / "parquet"
         _, legacy_files, legacy_bytes = write_spool(legacy_dir, cfg, "parquet")
         legacy_elapsed, _, _ = timed_ingest(legacy_dir, spool_rows)
@@ -250,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
             "a segment per flush)"
         )
         print(
-            f"store: {r['store_segments']} segments, {r['store_bytes']:,} bytes = "
+            f"store: {r['store_segments']} segments (and their collectives' summaries), {r['store_bytes']:,} bytes = "
             f"{r['store_bytes_per_million_rows'] / 2**20:.1f} MiB per million rows"
         )
         print(

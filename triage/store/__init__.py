@@ -2,7 +2,7 @@
 manifest per partition, and DuckDB snapshots over them (see `layout` for the files).
 
 Writers: `StoreWriter` (one per partition, `append_rows`/`append_records`), `ingest_spools`,
-`apply_retention`, `compact`. Readers: `open_snapshot`.
+`apply_retention`, `compact`, `summarise_segments`. Readers: `open_snapshot`.
 
 The reader's names are imported on first use: they bring DuckDB (~55 MB resident), which a
 writer such as the node agent must not pay for by importing this package.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from triage.store.config import StoreConfig
 from triage.store.ingest import IngestReport, SpoolError, ingest_partition, ingest_spools
 from triage.store.layout import check_data_dir
-from triage.store.maintenance import apply_retention, compact
+from triage.store.maintenance import apply_retention, compact, summarise_segments
 from triage.store.schema import ATTEMPT_STATUSES, SCHEMA_VERSION, TABLES, schema_from_dataclass
 from triage.store.writer import PartitionBusy, StoreError, StoreWriter
 
@@ -65,6 +65,7 @@ __all__ = [
     "ingest_spools",
     "open_snapshot",
     "schema_from_dataclass",
+    "summarise_segments",
 ]
 
 

@@ -18,6 +18,7 @@ import duckdb
 import pandas as pd
 
 from triage.collectors.records import HEALTH_CLOCK_EVENT_MASK
+from triage.store.collective_summary import ARRIVALS_SQL, SUMMARISED_TABLE, SUMMARY_SQL
 
 #: Steps per window of the per-rank compute-time medians (stragglers must persist over windows).
 DEFAULT_WINDOW_STEPS = 50
@@ -163,6 +164,14 @@ class JobData:
         return None if r.empty else r.iloc[-1]
 
 
+def _arrivals_sql(have: set[str]) -> str:
+    """Arrivals from the segments' summaries (a store snapshot), or where the connection has
+    only the rows (views over other data), from the rows summarised here."""
+    if "collective_summaries" in have:
+        return ARRIVALS_SQL.format(summaries="collective_summaries")
+    return ARRIVALS_SQL.format(summaries=f"({SUMMARY_SQL.format(source=SUMMARISED_TABLE)})")
+
+
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
@@ -291,28 +300,6 @@ SELECT s.attempt, s.rank, s.step, s.end_time AS time, s.loss, p.agreed_loss, p.a
 FROM steps s JOIN per_step p USING (attempt, step)
 WHERE s.job_id = $job AND s.run_id IS NOT DISTINCT FROM $run AND isfinite(s.loss) AND s.loss <> p.agreed_loss
 ORDER BY s.end_time, s.rank LIMIT {MAX_DETAIL_ROWS}
-"""
-
-# Rows of different ranks with the same (group, seq) are one collective; only collectives every
-# member recorded say who came last. n/(n-1) * (last - mean) is how long the others waited on
-# average for the last one to arrive.
-_ARRIVALS_SQL = """
-WITH c AS (
-  SELECT attempt, "group", seq, rank, enter_time, group_size
-  FROM collectives WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND group_size > 1),
-per AS (
-  SELECT attempt, "group", seq, arg_max(rank, enter_time) AS last_rank,
-         max(enter_time) AS last_enter, avg(enter_time) AS mean_enter, count(*) AS n,
-         max(group_size) AS size
-  FROM c GROUP BY ALL),
-lasts AS (
-  SELECT attempt, last_rank AS rank, count(*) AS last_arrivals,
-         sum((last_enter - mean_enter) * n / (n - 1)) AS wait_caused_s
-  FROM per WHERE n = size GROUP BY ALL),
-counts AS (SELECT attempt, rank, count(*) AS collectives FROM c GROUP BY ALL)
-SELECT attempt, rank, collectives, coalesce(last_arrivals, 0) AS last_arrivals,
-       coalesce(wait_caused_s, 0.0) AS wait_caused_s
-FROM counts LEFT JOIN lasts USING (attempt, rank) ORDER BY attempt, rank
 """
 
 _LAST_COLLECTIVES_SQL = """
@@ -616,7 +603,7 @@ def load_job(
         rank_windows=q("rank_windows", ("steps",), _RANK_WINDOWS_SQL),
         nonfinite_steps=q("nonfinite_steps", ("steps",), _NONFINITE_SQL),
         loss_outliers=q("loss_outliers", ("steps",), _LOSS_OUTLIERS_SQL),
-        arrivals=q("arrivals", ("collectives",), _ARRIVALS_SQL),
+        arrivals=q("arrivals", ("collectives",), _arrivals_sql(have)),
         last_collectives=(
             q("last_collectives", ("collectives",), _LAST_COLLECTIVES_SQL)
             if params["waited"]

@@ -124,3 +124,23 @@ def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:
             f"{STORE_DIR}/); pass the --data-dir that `triage agent`/`triage demo` used"
         )
     return path
+
+
+def parquet_unreadable(path: Path) -> str | None:
+    """Why a segment file cannot be a whole Parquet file (missing, too short, no footer
+    magic, a footer longer than the file), or None: a check of a few bytes, so one damaged file costs a warning, not every
+    query of its table."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < 12:
+                return f"{size} bytes, too short for Parquet"
+            fh.seek(-8, os.SEEK_END)
+            tail = fh.read(8)
+            if tail[4:] != b"PAR1":
+                return "no Parquet footer (truncated or overwritten)"
+            if int.from_bytes(tail[:4], "little") + 12 > size:
+                return "its Parquet footer claims more bytes than the file has"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None

@@ -1,13 +1,17 @@
-"""Retention and compaction, run by the partition's writer (the agent, periodically).
+"""Retention, compaction and summaries, run by the partition's writer (the agent, periodically).
 
-Both only replace the manifest: retention retires whole segments whose newest row is older
-than the table's age bound, or the oldest ones while the table is over its size bound;
-compaction merges small segments (many short ingest batches) into a few big ones so readers
-open fewer files. Replaced files stay on disk for `retire_grace_s` for snapshots already open.
+Retention and compaction only replace the manifest: retention retires whole segments whose
+newest row is older than the table's age bound, or the oldest ones while the table is over its
+size bound; compaction merges small segments (many short ingest batches) into a few big ones
+so readers open fewer files. Replaced files stay on disk for `retire_grace_s` for snapshots
+already open. `summarise_segments` gives collectives segments written before summaries existed
+(or whose summary was damaged) their summary, which readers otherwise compute on every read.
 """
 
 from __future__ import annotations
 
+from triage.store.collective_summary import SUMMARISED_TABLE, summarise, summary_path, write_summary
+from triage.store.layout import parquet_unreadable
 from triage.store.manifest import Segment
 from triage.store.writer import StoreWriter
 
@@ -62,3 +66,18 @@ def compact(writer: StoreWriter) -> list[Segment]:
     if removed:
         writer.commit(added, removed)
     return added
+
+
+def summarise_segments(writer: StoreWriter, limit: int = 4) -> list[Segment]:
+    """Write the missing or unreadable summaries of up to `limit` live collectives segments
+    (a bounded amount of work per maintenance pass); returns the segments summarised."""
+    done: list[Segment] = []
+    for segment in writer.manifest.table_segments(SUMMARISED_TABLE):
+        if len(done) >= limit:
+            break
+        path = writer.segment_path(segment)
+        if parquet_unreadable(summary_path(path)) is None or parquet_unreadable(path) is not None:
+            continue
+        write_summary(path, (summarise(p) for p in writer.read_parts([segment])))
+        done.append(segment)
+    return done

@@ -19,8 +19,16 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from triage.store.collective_summary import SCHEMA as SUMMARY_SCHEMA
+from triage.store.collective_summary import SUMMARISED_TABLE, SUMMARY_SQL, summary_path
 from triage.store.config import StoreConfig
-from triage.store.layout import MANIFEST_NAME, partition_dir, partitions, unlisted_partitions
+from triage.store.layout import (
+    MANIFEST_NAME,
+    parquet_unreadable,
+    partition_dir,
+    partitions,
+    unlisted_partitions,
+)
 from triage.store.manifest import ManifestError, load_manifest
 from triage.store.schema import TABLES
 from triage.store.sql import parquet_source
@@ -197,26 +205,6 @@ WHERE e.kind = 'checkpoint_save_end'
 T = TypeVar("T")
 
 
-def _unreadable(path: Path) -> str | None:
-    """Why a segment file cannot be a whole Parquet file (missing, too short, no footer
-    magic, a footer longer than the file), or None: a check of a few bytes, so one damaged file costs a warning, not every
-    query of its table."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size < 12:
-                return f"{size} bytes, too short for Parquet"
-            fh.seek(-8, os.SEEK_END)
-            tail = fh.read(8)
-            if tail[4:] != b"PAR1":
-                return "no Parquet footer (truncated or overwritten)"
-            if int.from_bytes(tail[:4], "little") + 12 > size:
-                return "its Parquet footer claims more bytes than the file has"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    return None
-
-
 class Snapshot:
     def __init__(
         self, data_dir: str | os.PathLike[str], *, now: float | None = None, config: StoreConfig | None = None
@@ -255,7 +243,7 @@ class Snapshot:
                 if seg.table not in TABLES:
                     continue
                 path = part / seg.file
-                why = _unreadable(path)
+                why = parquet_unreadable(path)
                 if why:
                     self.problems.append(f"{path} skipped: {why}")
                     continue
@@ -266,9 +254,10 @@ class Snapshot:
             self.con.register(empty, TABLES[table].schema.empty_table())
             try:
                 self._create_view(table, empty, paths)
-            except duckdb.Error:  # a file damaged past `_unreadable`'s look: find and drop it
+            except duckdb.Error:  # a file damaged past `parquet_unreadable`'s look: find and drop it
                 paths[:] = [p for p in paths if self._readable(p)]
                 self._create_view(table, empty, paths)
+        self._create_summaries_view(files.get(SUMMARISED_TABLE, []))
         self.con.execute(
             _ATTEMPTS_SQL.format(
                 detail=_VALID_DETAIL,
@@ -286,6 +275,36 @@ class Snapshot:
         if paths:
             body += f" UNION ALL BY NAME SELECT * FROM {parquet_source(paths)}"
         self.con.execute(f'CREATE OR REPLACE VIEW "{table}" AS {body}')
+
+    def _create_summaries_view(self, segments: list[str]) -> None:
+        """`collective_summaries`: each collectives segment's summary, or where it has no
+        readable one, the same rows summarised from the segment (slower, never wrong)."""
+        summaries = [str(summary_path(p)) for p in segments]
+        have = [s for s in summaries if parquet_unreadable(Path(s)) is None]
+        body = "SELECT * FROM _empty_collective_summaries"
+        self.con.register("_empty_collective_summaries", SUMMARY_SCHEMA.empty_table())
+        try:
+            if have:
+                self.con.execute(f"SELECT * FROM {parquet_source(have)} LIMIT 0")
+        except duckdb.Error:
+            have = [s for s in have if self._summary_readable(s)]
+        if have:
+            body += f" UNION ALL BY NAME SELECT * FROM {parquet_source(have)}"
+        unsummarised = [p for p, s in zip(segments, summaries) if s not in have]
+        if unsummarised:
+            rows = (
+                f"(SELECT * FROM _empty_{SUMMARISED_TABLE} UNION ALL BY NAME "
+                f"SELECT * FROM {parquet_source(unsummarised)})"
+            )
+            body += f" UNION ALL BY NAME ({SUMMARY_SQL.format(source=rows)})"
+        self.con.execute(f"CREATE OR REPLACE VIEW collective_summaries AS {body}")
+
+    def _summary_readable(self, path: str) -> bool:
+        try:
+            self.con.execute(f"SELECT count(*) FROM {parquet_source([path])}").fetchone()
+        except duckdb.Error:
+            return False
+        return True
 
     def _readable(self, path: str) -> bool:
         try:

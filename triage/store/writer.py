@@ -28,6 +28,13 @@ import pyarrow.parquet as pq
 
 from triage.config import node_name
 from triage.durable import fsync_path
+from triage.store.collective_summary import (
+    SUMMARISED_TABLE,
+    SUMMARY_SUFFIX,
+    summarise,
+    summary_path,
+    write_summary,
+)
 from triage.store.config import StoreConfig
 from triage.store.layout import LOCK_NAME, MANIFEST_NAME, QUARANTINE_DIR, partition_dir
 from triage.store.manifest import (
@@ -175,10 +182,15 @@ class StoreWriter:
     def _remove_orphans(self) -> None:
         """Delete the leftovers of a crash before a commit: segment files the manifest does
         not name, of a generation after its own (this writer's naming; a commit would have
-        made it the manifest's). Anything else it does not name may be data and stays."""
+        made it the manifest's), and summaries of segments it does not name (derived data,
+        never the only copy). Anything else it does not name may be data and stays."""
         known = {s.file for s in self.manifest.segments} | {r.file for r in self.manifest.retired}
         for rel in self._segment_files():
             if rel in known:
+                continue
+            if rel.endswith(SUMMARY_SUFFIX):
+                if rel.removesuffix(SUMMARY_SUFFIX) not in known:
+                    (self.dir / rel).unlink(missing_ok=True)
                 continue
             m = _SEGMENT_FILE_RE.match(rel.rsplit("/", 1)[1])
             if m and int(m["gen"]) > self.manifest.generation:
@@ -237,6 +249,7 @@ class StoreWriter:
         time_column = table_spec(table).time_column
         rows, lo, hi = 0, None, None
         out: pq.ParquetWriter | None = None
+        summaries: list[pa.Table | None] = []
         try:
             for part in [data] if isinstance(data, pa.Table) else data:
                 if part.num_rows == 0:
@@ -245,6 +258,8 @@ class StoreWriter:
                     path.parent.mkdir(exist_ok=True)
                     out = pq.ParquetWriter(path, part.schema, compression="zstd", **_encodings(part.schema))
                 out.write_table(part, row_group_size=_ROW_GROUP_ROWS)
+                if table == SUMMARISED_TABLE:
+                    summaries.append(summarise(part))
                 rows += part.num_rows
                 bounds = pc.min_max(part.column(time_column))
                 lo = _extreme(min, lo, bounds["min"].as_py())
@@ -253,10 +268,13 @@ class StoreWriter:
                 return None
             out.close()
             fsync_path(path)
+            if table == SUMMARISED_TABLE:
+                write_summary(path, summaries)
         except BaseException:
             if out is not None:
                 out.close()
             path.unlink(missing_ok=True)
+            summary_path(path).unlink(missing_ok=True)
             raise
         return Segment(table, rel, rows, path.stat().st_size, lo, hi, self.clock())
 
@@ -301,6 +319,7 @@ class StoreWriter:
         self.manifest = manifest
         for r in expired:
             (self.dir / r.file).unlink(missing_ok=True)
+            summary_path(self.dir / r.file).unlink(missing_ok=True)
 
     def segment_path(self, segment: Segment) -> Path:
         return self.dir / segment.file
