@@ -590,6 +590,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "the rendezvous port is already in use",
     ),
+    # gloo's rendezvous waits on a store for its peers' addresses (Horovod's HTTP store, torch's
+    # TCPStore): "Wait timeout after 30 seconds for key(s): 0"
+    _s(
+        "gloo-store-wait-timeout",
+        _C.RENDEZVOUS_ERROR,
+        "wait timeout",
+        r"Wait timeout after \d+ seconds for key\(s\)",
+        0.8,
+        "the peers never published their addresses in the rendezvous store",
+    ),
     _s(
         "gloo-connect-refused",
         _C.RENDEZVOUS_ERROR,
@@ -602,12 +612,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "nccl-ib-completion",
         _C.NETWORK_ERROR,
-        "got completion|completed with error",
-        # and libfabric's (AWS EFA, Slingshot): "NET/OFI Request 0x.. completed with error. RC: 113"
+        "got completion|completed with error|handle_error",
+        # and libfabric's (AWS EFA, Slingshot): "NET/OFI Request 0x.. completed with error. RC: 113",
+        # or the EFA provider's own completion-queue report of a failed transfer
         r"NET/IB\w* ?: Got completion (?:from peer \S+ )?with (?:error|status=)\s*\d+"
-        r"|NET/OFI Request \S+ completed with error",
+        r"|NET/OFI Request \S+ completed with error"
+        r"|libfabric:\S*:efa:cq:\w*handle_error\(\)\S*\s*<warn> err: \d+",
         0.9,
-        "InfiniBand completion error in NCCL",
+        "a network transfer completed with an error (InfiniBand, EFA)",
     ),
     # the HCA itself reports the failure (a port went down, the adapter is in a fatal state)
     _s(
@@ -735,11 +747,15 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "checkpoint-error",
         _C.CHECKPOINT_ERROR,
-        "checkpoint",
+        "checkpoint|global_step|_states",
         r"CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict|Missing key\(s\) in state_dict"
         r"|Unexpected key\(s\) in state_dict"
-        # a resume whose checkpoint directory lacks a file (an incomplete save)
-        r"|No such file or directory: '[^']*checkpoint[^']*/[^'/]+'",
+        # a resume whose checkpoint directory lacks a file (an incomplete save, a conversion
+        # that left out DeepSpeed's optimizer shards)
+        r"|No such file or directory: '[^']*(?:checkpoint[^']*/[^'/]+|/global_step\d+/[^'/]+"
+        r"|_(?:optim|model)_states\.pt)'"
+        # DeepSpeed ZeRO resumed on another data-parallel size than it was saved with
+        r"|checkpoint being loaded used a DP world size of \d+ but the current world size is \d+",
         0.8,
         "a checkpoint could not be written or read back",
     ),

@@ -105,6 +105,7 @@ def score(logs: list[Log], verdicts: dict[str, Verdict]) -> dict[str, Any]:
             "recall": recall,
             "f1": _f1(precision, recall),
             "support": support,
+            "predicted": predicted,
         }
     correct = sum(1 for e, g in pairs if e == g)
     accuracy = correct / len(pairs) if pairs else 0.0

@@ -451,9 +451,13 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 193
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 212
     assert held["accuracy"] >= 0.90, held["misses"]
-    assert all(m["precision"] >= 0.9 for c, m in held["per_category"].items() if c != "unknown")
+    # what it says is right: a category it never says (a throttled GPU's slowdown with no error
+    # line) has no precision to hold
+    said = {c: m for c, m in held["per_category"].items() if c != "unknown" and m["predicted"]}
+    assert all(m["precision"] >= 0.9 for m in said.values()), said
+    assert len(said) >= 18
 
 
 def test_xid_caused_by_previous_xid_names_the_earlier_one():
@@ -563,6 +567,13 @@ MOVED_MISSES = {
     "heldout8_nccl_k8s_horovod_socket_recv_connection_timed_out_hang.log": (C.NETWORK_ERROR, None),
     "heldout8_torchvision_imagefolder_pil_truncated_image_corrupt_sample.log": (C.DATA_PIPELINE_ERROR, None),
     "heldout8_xla_t5x_h100_triton_gemm_illegal_address_coredump.log": (C.CUDA_ERROR, None),
+    "heldout9_aws_efa_120rank_async_allreduce_libfabric_invalid_address.log": (C.NETWORK_ERROR, None),
+    "heldout9_megatron_deepspeed_zero3_resume_dp_world_size_8_vs_16.log": (C.CHECKPOINT_ERROR, None),
+    "heldout9_ray_horovod_gloo_http_store_rendezvous_wait_timeout.log": (C.RENDEZVOUS_ERROR, None),
+    "heldout9_transpeeder_llama13b_pp_converted_ckpt_missing_zero_optim_states.log": (
+        C.CHECKPOINT_ERROR,
+        None,
+    ),
 }
 
 
