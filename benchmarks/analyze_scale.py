@@ -33,6 +33,7 @@ from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import analyze_job
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.store import StoreWriter, open_snapshot
+from triage.store.collective_summary import ARRIVALS_SQL, SUMMARISED_TABLE, SUMMARY_SQL
 from triage.store.job_data import load_job
 from triage.store.schema import table_spec
 
@@ -207,7 +208,17 @@ def analyze(data_dir: str, repeat: int, world: int) -> dict[str, Any]:
         if analysis.job_id != JOB or len(analysis.stragglers) != world:
             raise RuntimeError("the analysis of the synthetic job came back incomplete")
         warm = min((_analysis_run(snap.con)[:3] for _ in range(repeat)), key=lambda r: r[0])
+        # side by side: the arrivals from the segments' summaries, and from the rows as before them
+        params = {"job": JOB, "run": None}
+        arrivals = {
+            source: _timed(lambda sql=sql: snap.con.execute(sql, params).df(), repeat)[1]  # type: ignore[misc]
+            for source, sql in (
+                ("summaries", ARRIVALS_SQL.format(summaries="collective_summaries")),
+                ("rows", ARRIVALS_SQL.format(summaries=f"({SUMMARY_SQL.format(source=SUMMARISED_TABLE)})")),
+            )
+        }
     return {
+        "arrivals_s": arrivals,
         "cold_s": cold,
         "warm_s": warm[0],
         "warm_cpu_s": warm[1],
@@ -301,6 +312,11 @@ def _print_job(j: dict[str, Any], cfg: AnalyzeScaleConfig) -> None:
     print(
         f"{'full analysis':>18}: warm {a['warm_s']:.3f} s, {a['warm_cpu_s']:.2f} CPU s (cold {a['cold_s']:.3f} s; "
         f"target {cfg.analyze_target_s} s); peak RSS {a['peak_rss_bytes'] / 2**20:,.0f} MiB"
+    )
+    arr = a["arrivals_s"]
+    print(
+        f"{'arrivals':>18}: from the segments' summaries {arr['summaries']:.3f} s, from the rows "
+        f"{arr['rows']:.3f} s (x{arr['rows'] / arr['summaries']:.1f}), side by side"
     )
     top = list(a["stages_s"].items())
     shown = ", ".join(f"{name} {sec:.3f}" for name, sec in top[:6])

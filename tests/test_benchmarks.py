@@ -150,6 +150,7 @@ def test_bench_analyze_scale_times_the_whole_analysis_by_stage_at_each_size(caps
         a = j["analyze_job"]
         assert a["warm_s"] > 0 and a["warm_cpu_s"] > 0 and a["peak_rss_bytes"] > 2**20
         assert {"arrivals", "rank_steps", "analyzers"} <= set(a["stages_s"])
+        assert a["arrivals_s"]["summaries"] > 0 and a["arrivals_s"]["rows"] > 0
 
 
 def test_bench_analyze_scale_rejects_a_rank_list_it_cannot_read():

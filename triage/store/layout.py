@@ -5,6 +5,9 @@
                                                     ranks write (`<job>` alone: no run id)
 <data_dir>/store/<node>/MANIFEST.json              live segments, schema version, watermarks
 <data_dir>/store/<node>/<table>/<gen>-<id>.parquet immutable store segments
+<data_dir>/store/<node>/collectives/<gen>-<id>.parquet.summary
+                                                    a collectives segment's summary (derived;
+                                                    `collective_summary`)
 <data_dir>/store/<node>/quarantine/...             corrupt spool segments, kept for a human
 <data_dir>/store/<node>/.writer.lock               held by the one ingester of the partition
 <data_dir>/store/supervisor/...                    runs, incidents, outcomes, scores, the
