@@ -304,7 +304,7 @@ class NodeAgent:
         try:
             dropped = apply_retention(self.writer, now)
             merged = compact(self.writer)
-            summarised = summarise_segments(self.writer)
+            summarised = summarise_segments(self.writer, limit=16)
         except Exception:
             log.exception("retention/compaction of %s failed; retried later", self.writer.dir)
             return
@@ -313,7 +313,7 @@ class NodeAgent:
         if dropped or merged or summarised:
             log.info(
                 "store maintenance: %d segment(s) past retention, %d merged segment(s), "
-                "%d older collectives segment(s) summarised",
+                "%d collectives segment(s) summarised",
                 len(dropped),
                 len(merged),
                 len(summarised),

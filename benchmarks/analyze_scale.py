@@ -156,7 +156,9 @@ def _chunk(
 def generate(
     data_dir: Path, cfg: AnalyzeScaleConfig, world: int, progress: Callable[[int], None]
 ) -> dict[str, int]:
-    """The job's rows, a chunk of ranks per commit (each table's segments written on both cores)."""
+    """The job's rows, a chunk of ranks per commit (each table's segments written on both cores),
+    collectives segments with their summaries: the store as the agent's maintenance leaves it
+    (ingest leaves them to it)."""
     rng = np.random.default_rng(0)
     rows: dict[str, int] = {}
     with StoreWriter(data_dir, NODE) as writer:

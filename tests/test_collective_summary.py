@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from jobdata_builder import T0, JobBuilder
+from store_spools import write_segment
 
-from triage.store import open_snapshot
+from triage.store import ingest_spools, open_snapshot
 from triage.store.collective_summary import summarise, summary_path
 from triage.store.config import StoreConfig
 from triage.store.job_data import load_job
@@ -41,9 +42,9 @@ def _job(seed: int, late_rank: int, ranks: int = 6, per_node: int = 2) -> JobBui
     return b
 
 
-def _arrivals_in_store(data_dir) -> pd.DataFrame:
+def _arrivals_in_store(data_dir, job: str = "job1") -> pd.DataFrame:
     with open_snapshot(data_dir) as snap:
-        return load_job(snap.con, "job1").arrivals
+        return load_job(snap.con, job).arrivals
 
 
 @pytest.mark.parametrize("late_rank", [0, 3, 5])
@@ -143,3 +144,30 @@ def test_maintenance_gives_older_segments_their_summaries_a_few_at_a_time(tmp_pa
     pd.testing.assert_frame_equal(
         expected, _arrivals_in_store(tmp_path), check_dtype=False, rtol=1e-9, atol=1e-6
     )
+
+
+def test_ingest_leaves_summaries_to_maintenance_and_the_arrivals_do_not_change(tmp_path):
+    for rank in range(3):  # rank 2 comes last to every collective
+        rows = [
+            {
+                "seq": k,
+                "op": "all_reduce",
+                "group": "0",
+                "group_size": 3,
+                "enter_time": 1000.0 + k + 0.01 * rank,
+            }
+            for k in range(8)
+        ]
+        write_segment(tmp_path, "n0", "j", 0, rank, 0, "ranks", [{"world_size": 3, "start_time": 1000.0}])
+        write_segment(tmp_path, "n0", "j", 0, rank, 1, "collectives", rows)
+    ingest_spools(tmp_path)
+    (segment,) = (tmp_path / "store").glob("n0/collectives/*.parquet")
+    assert not summary_path(segment).exists()  # off the ingest path
+    with open_snapshot(tmp_path) as snap:
+        before = load_job(snap.con, "j").arrivals
+    with StoreWriter(tmp_path, "n0") as w:
+        assert len(summarise_segments(w)) == 1
+    assert summary_path(segment).exists()
+    after = _arrivals_in_store(tmp_path, "j")
+    pd.testing.assert_frame_equal(before, after, check_dtype=False, rtol=1e-9, atol=1e-6)
+    assert after.set_index("rank")["last_arrivals"].to_dict() == {0: 0, 1: 0, 2: 8}

@@ -108,7 +108,9 @@ def summarise(rows: pa.Table) -> pa.Table | None:
     cannot be summarised here (ranks of 2**20 or more, a part spanning over 50 days): the
     reader then summarises the segment from its rows. Where two ranks entered within the same
     microsecond, the higher one counts as last."""
-    rows = rows.filter(pc.greater(rows["group_size"], 1))
+    rows = rows.select([*_KEYS, "rank", "enter_time", "group_size"])
+    if rows.num_rows and pc.min(rows["group_size"]).as_py() in (None, 0, 1):
+        rows = rows.filter(pc.greater(rows["group_size"], 1))
     if rows.num_rows == 0:
         return SCHEMA.empty_table()
     enter = rows["enter_time"].to_numpy()
@@ -118,10 +120,10 @@ def summarise(rows: pa.Table) -> pa.Table | None:
     if since.max() * 1e6 >= _MAX_SPAN_US or rank.min() < 0 or rank.max() >= 1 << _RANK_BITS:
         return None
     last = ((since * 1e6).astype(np.int64) << _RANK_BITS) | rank
-    per = (
-        pa.table({**{k: rows[k] for k in _KEYS}, "t": since, "last": last, "size": rows["group_size"]})
-        .group_by(_KEYS)
-        .aggregate([("t", "max"), ("t", "sum"), ("t", "count"), ("size", "max"), ("last", "max")])
+    per = _group(
+        pa.table({**{k: rows[k] for k in _KEYS}, "t": since, "last": last, "size": rows["group_size"]}),
+        _KEYS,
+        [("t", "max"), ("t", "sum"), ("t", "count"), ("size", "max"), ("last", "max")],
     )
     n = per["t_count"].to_numpy()
     t_max = per["t_max"].to_numpy()
@@ -135,11 +137,23 @@ def summarise(rows: pa.Table) -> pa.Table | None:
             "deficit_s": n * t_max - per["t_sum"].to_numpy(),
         }
     )
-    ranks = rows.group_by(["job_id", "run_id", "attempt", "rank"]).aggregate([([], "count_all")])
+    ranks = _group(rows, ["job_id", "run_id", "attempt", "rank"], [([], "count_all")])
     counts = _typed(
         {k: ranks[k] for k in ("job_id", "run_id", "attempt", "rank")} | {"n": ranks["count_all"]}
     )
     return pa.concat_tables([collectives, counts])
+
+
+def _group(rows: pa.Table, keys: list[str], aggregates: list[Any]) -> pa.Table:
+    """`rows` grouped by `keys` (on the caller's thread: the store writes segments on both cores
+    already). A key with one value over all rows (the job, run, attempt and group mostly are)
+    is not hashed but put back on the result."""
+    constant = {k: rows[k][0] for k in keys[:-1] if pc.count_distinct(rows[k], mode="all").as_py() == 1}
+    varying = [k for k in keys if k not in constant]
+    out = rows.group_by(varying, use_threads=False).aggregate(aggregates)
+    for k, value in constant.items():
+        out = out.append_column(rows.schema.field(k), pa.repeat(value, out.num_rows))
+    return out
 
 
 def _typed(columns: dict[str, Any]) -> pa.Table:

@@ -4,8 +4,9 @@ Retention and compaction only replace the manifest: retention retires whole segm
 newest row is older than the table's age bound, or the oldest ones while the table is over its
 size bound; compaction merges small segments (many short ingest batches) into a few big ones
 so readers open fewer files. Replaced files stay on disk for `retire_grace_s` for snapshots
-already open. `summarise_segments` gives collectives segments written before summaries existed
-(or whose summary was damaged) their summary, which readers otherwise compute on every read.
+already open. `summarise_segments` gives collectives segments their summary where ingest left
+it out (it is off the ingest path), where they were written before summaries existed or where
+it was damaged: readers otherwise compute it on every read.
 """
 
 from __future__ import annotations

@@ -241,9 +241,12 @@ class StoreWriter:
             with pq.ParquetFile(self.segment_path(segment)) as file:
                 yield from file.iter_batches(batch_size=_ROW_GROUP_ROWS)
 
-    def write_segment(self, table: str, data: pa.Table | Iterable[pa.Table]) -> Segment | None:
+    def write_segment(
+        self, table: str, data: pa.Table | Iterable[pa.Table], *, with_summary: bool = True
+    ) -> Segment | None:
         """Write `data` (already in the table's layout; one table or a stream of parts) as a
-        new, not yet committed segment; None if it has no rows."""
+        new, not yet committed segment; None if it has no rows. A collectives segment gets its
+        summary (`collective_summary`) unless `with_summary` is false."""
         rel = f"{table}/{self.manifest.generation + 1:08d}-{uuid.uuid4().hex[:12]}.parquet"
         path = self.dir / rel
         time_column = table_spec(table).time_column
@@ -258,7 +261,7 @@ class StoreWriter:
                     path.parent.mkdir(exist_ok=True)
                     out = pq.ParquetWriter(path, part.schema, compression="zstd", **_encodings(part.schema))
                 out.write_table(part, row_group_size=_ROW_GROUP_ROWS)
-                if table == SUMMARISED_TABLE:
+                if with_summary and table == SUMMARISED_TABLE:
                     summaries.append(summarise(part))
                 rows += part.num_rows
                 bounds = pc.min_max(part.column(time_column))
@@ -268,7 +271,7 @@ class StoreWriter:
                 return None
             out.close()
             fsync_path(path)
-            if table == SUMMARISED_TABLE:
+            if with_summary and table == SUMMARISED_TABLE:
                 write_summary(path, summaries)
         except BaseException:
             if out is not None:
@@ -278,7 +281,7 @@ class StoreWriter:
             raise
         return Segment(table, rel, rows, path.stat().st_size, lo, hi, self.clock())
 
-    def write_segments(self, tables: Mapping[str, pa.Table]) -> list[Segment]:
+    def write_segments(self, tables: Mapping[str, pa.Table], *, with_summary: bool = True) -> list[Segment]:
         """Write several tables' rows as new, not yet committed segments, two files at a time:
         Parquet encoding runs on one core and bounds ingest, so a table of more than two row
         groups is also split in two segments for both cores to work on."""
@@ -287,7 +290,7 @@ class StoreWriter:
             half = (data.num_rows // 2 // _ROW_GROUP_ROWS) * _ROW_GROUP_ROWS
             parts += [(table, data.slice(0, half)), (table, data.slice(half))] if half else [(table, data)]
         with ThreadPoolExecutor(_WRITE_THREADS, thread_name_prefix="triage-store-write") as pool:
-            written = list(pool.map(lambda part: self.write_segment(*part), parts))
+            written = list(pool.map(lambda part: self.write_segment(*part, with_summary=with_summary), parts))
         return [s for s in written if s is not None]
 
     def commit(
