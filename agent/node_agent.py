@@ -98,6 +98,8 @@ class NodeAgent:
         self._ingest_error: str | None = None  # the last one logged, so it is logged once
         self._results_errors: dict[str, str] = {}  # likewise, per part of `read_results`
         self._seen_segments: set[str] = set()
+        #: collectives segments `summarise_segments` could not summarise: not read again
+        self._unsummarisable: set[str] = set()
         self._busy_gpus: set[int | None] | None = None
         #: set to end the wait between ticks early: a stop, or a flush asked for (`ask_flush`)
         self.wake = threading.Event()
@@ -304,12 +306,16 @@ class NodeAgent:
         try:
             dropped = apply_retention(self.writer, now)
             merged = compact(self.writer)
-            summarised = summarise_segments(self.writer, limit=16)
         except Exception:
             log.exception("retention/compaction of %s failed; retried later", self.writer.dir)
             return
         # Compaction rewrites rows already read: mark its output as seen.
         self._seen_segments = {s.file for s in self.writer.manifest.segments}
+        try:
+            summarised = summarise_segments(self.writer, limit=16, skip=self._unsummarisable)
+        except Exception:
+            log.exception("summarising collectives segments of %s failed; retried later", self.writer.dir)
+            summarised = []
         if dropped or merged or summarised:
             log.info(
                 "store maintenance: %d segment(s) past retention, %d merged segment(s), "

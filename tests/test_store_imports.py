@@ -37,8 +37,12 @@ _WRITE = _BLOCK_PANDAS + textwrap.dedent("""
         for k in range(4):
             w.append_rows("steps", [{"job_id": "j", "step": k * 10 + i, "end_time": float(k * 10 + i)}
                                     for i in range(10)])
+        w.append_rows("collectives", [{"job_id": "j", "rank": r, "group": "dp", "seq": 0, "group_size": 2,
+                                       "enter_time": 1.0 + r} for r in range(2)])
         apply_retention(w)
-        (merged,) = compact(w)
+        merged = [s for s in compact(w) if s.table == "steps"][0]
+        (collectives,) = w.manifest.table_segments("collectives")
+        assert (w.segment_path(collectives).parent / (collectives.file.split("/")[1] + ".summary")).exists()
         live = w.manifest.table_segments("steps")
         steps = [s for seg in live for s in pq.read_table(w.segment_path(seg), columns=["step"])
                  .column("step").to_pylist()]

@@ -29,10 +29,12 @@ from triage.durable import fsync_path
 #: The table whose segments carry summaries.
 SUMMARISED_TABLE = "collectives"
 
-#: A collective's row (`seq` set): `n` of its member ranks in the segment, the last of them to
-#: enter (`rank`, at `last_enter`) and `deficit_s`, the sum over those ranks of how long before
-#: the last one each entered. A rank's row (`seq` null): `n` collectives it entered. Only
-#: collectives of more than one rank count, as in `ARRIVALS_SQL`.
+#: A collective's row (`size` set: its group size): `n` of its member ranks in the segment with
+#: an enter time, the last of them to enter (`rank`, at `last_enter`) and `deficit_s`, the sum
+#: over those ranks of how long before the last one each entered. A rank's row (`size` null):
+#: `n` collectives it entered. Only collectives of more than one rank count, as in
+#: `ARRIVALS_SQL`; a row without an enter time cannot say who came last, so its collective
+#: counts as incomplete. A change to this layout or its meaning takes a new `SUMMARY_SUFFIX`.
 SCHEMA = pa.schema(
     [
         pa.field("job_id", pa.string()),
@@ -55,7 +57,8 @@ WITH origin AS (SELECT coalesce(min(enter_time), 0.0) AS t0 FROM {source})
 SELECT job_id, run_id, attempt, "group", seq, arg_max(rank, enter_time)::INTEGER AS rank,
        count(*) AS n, max(group_size)::INTEGER AS size, max(enter_time) AS last_enter,
        count(*) * (max(enter_time) - any_value(t0)) - fsum(enter_time - t0) AS deficit_s
-FROM {source}, origin WHERE group_size > 1 GROUP BY job_id, run_id, attempt, "group", seq
+FROM {source}, origin WHERE group_size > 1 AND enter_time IS NOT NULL
+GROUP BY job_id, run_id, attempt, "group", seq
 UNION ALL BY NAME
 SELECT job_id, run_id, attempt, rank, count(*) AS n
 FROM {source} WHERE group_size > 1 GROUP BY job_id, run_id, attempt, rank
@@ -75,12 +78,12 @@ per AS (
          max(size) AS size,
          sum(deficit_s) + (max(last_enter) - any_value(t0)) * sum(n)::BIGINT
            - fsum(n * (last_enter - t0)) AS deficit_s
-  FROM s, origin WHERE seq IS NOT NULL GROUP BY attempt, "group", seq),
+  FROM s, origin WHERE size IS NOT NULL GROUP BY attempt, "group", seq),
 lasts AS (
   SELECT attempt, last_rank AS rank, count(*) AS last_arrivals,
          sum(deficit_s / (n - 1)) AS wait_caused_s
   FROM per WHERE n = size GROUP BY ALL),
-counts AS (SELECT attempt, rank, sum(n)::BIGINT AS collectives FROM s WHERE seq IS NULL GROUP BY ALL)
+counts AS (SELECT attempt, rank, sum(n)::BIGINT AS collectives FROM s WHERE size IS NULL GROUP BY ALL)
 SELECT attempt, rank, collectives, coalesce(last_arrivals, 0) AS last_arrivals,
        coalesce(wait_caused_s, 0.0) AS wait_caused_s
 FROM counts LEFT JOIN lasts USING (attempt, rank) ORDER BY attempt, rank
@@ -105,23 +108,31 @@ _KEYS = ["job_id", "run_id", "attempt", "group", "seq"]
 
 def summarise(rows: pa.Table) -> pa.Table | None:
     """The summary rows of some collectives rows (in the table's layout), or None where they
-    cannot be summarised here (ranks of 2**20 or more, a part spanning over 50 days): the
-    reader then summarises the segment from its rows. Where two ranks entered within the same
-    microsecond, the higher one counts as last."""
+    cannot be summarised here (a rank missing, ranks of 2**20 or more, a part spanning over 50
+    days): the reader then summarises the segment from its rows. Where two ranks entered within
+    the same microsecond, the higher one counts as last (the rows' own order decides for the
+    reader)."""
     rows = rows.select([*_KEYS, "rank", "enter_time", "group_size"])
-    if rows.num_rows and pc.min(rows["group_size"]).as_py() in (None, 0, 1):
-        rows = rows.filter(pc.greater(rows["group_size"], 1))
+    rows = rows.filter(pc.greater(rows["group_size"], 1))  # a NULL size is no collective either
     if rows.num_rows == 0:
         return SCHEMA.empty_table()
-    enter = rows["enter_time"].to_numpy()
-    rank = rows["rank"].to_numpy().astype(np.int64)
+    if rows["rank"].null_count:
+        return None
+    counts = _group(rows, ["job_id", "run_id", "attempt", "rank"], [([], "count_all")])
+    timed = rows.filter(pc.is_valid(rows["enter_time"])) if rows["enter_time"].null_count else rows
+    if timed.num_rows == 0:
+        return _typed(
+            {k: counts[k] for k in ("job_id", "run_id", "attempt", "rank")} | {"n": counts["count_all"]}
+        )
+    enter = timed["enter_time"].to_numpy()
+    rank = timed["rank"].to_numpy().astype(np.int64)
     origin = float(enter.min())
     since = enter - origin
     if since.max() * 1e6 >= _MAX_SPAN_US or rank.min() < 0 or rank.max() >= 1 << _RANK_BITS:
         return None
     last = ((since * 1e6).astype(np.int64) << _RANK_BITS) | rank
     per = _group(
-        pa.table({**{k: rows[k] for k in _KEYS}, "t": since, "last": last, "size": rows["group_size"]}),
+        pa.table({**{k: timed[k] for k in _KEYS}, "t": since, "last": last, "size": timed["group_size"]}),
         _KEYS,
         [("t", "max"), ("t", "sum"), ("t", "count"), ("size", "max"), ("last", "max")],
     )
@@ -137,23 +148,28 @@ def summarise(rows: pa.Table) -> pa.Table | None:
             "deficit_s": n * t_max - per["t_sum"].to_numpy(),
         }
     )
-    ranks = _group(rows, ["job_id", "run_id", "attempt", "rank"], [([], "count_all")])
-    counts = _typed(
-        {k: ranks[k] for k in ("job_id", "run_id", "attempt", "rank")} | {"n": ranks["count_all"]}
+    ranks = _typed(
+        {k: counts[k] for k in ("job_id", "run_id", "attempt", "rank")} | {"n": counts["count_all"]}
     )
-    return pa.concat_tables([collectives, counts])
+    return pa.concat_tables([collectives, ranks])
 
 
 def _group(rows: pa.Table, keys: list[str], aggregates: list[Any]) -> pa.Table:
     """`rows` grouped by `keys` (on the caller's thread: the store writes segments on both cores
     already). A key with one value over all rows (the job, run, attempt and group mostly are)
     is not hashed but put back on the result."""
-    constant = {k: rows[k][0] for k in keys[:-1] if pc.count_distinct(rows[k], mode="all").as_py() == 1}
+    constant = {k: rows[k][0] for k in keys[:-1] if _one_value(rows[k])}
     varying = [k for k in keys if k not in constant]
     out = rows.group_by(varying, use_threads=False).aggregate(aggregates)
     for k, value in constant.items():
         out = out.append_column(rows.schema.field(k), pa.repeat(value, out.num_rows))
     return out
+
+
+def _one_value(column: pa.ChunkedArray) -> bool:
+    if column.null_count == len(column):
+        return True
+    return bool(pc.count_distinct(column, mode="all").as_py() == 1)
 
 
 def _typed(columns: dict[str, Any]) -> pa.Table:
@@ -165,17 +181,23 @@ def _typed(columns: dict[str, Any]) -> pa.Table:
     )
 
 
-def write_summary(segment: str | os.PathLike[str], parts: Iterable[pa.Table | None]) -> None:
-    """Write the summary of a segment from the summaries of its parts (they combine as rows);
-    none where a part has none."""
+def write_summary(segment: str | os.PathLike[str], parts: Iterable[pa.Table | None]) -> bool:
+    """Write the summary of a segment from the summaries of its parts (they combine as rows),
+    whole or not at all; none where a part has none. Returns whether it wrote one."""
     path = summary_path(segment)
     tables = list(parts)
     if any(t is None for t in tables):
         path.unlink(missing_ok=True)
-        return
+        return False
     table = pa.concat_tables([SCHEMA.empty_table(), *[t for t in tables if t is not None]])
-    pq.write_table(table, path, compression="zstd")
-    fsync_path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
 
 
 def _column(values: Any, type_: pa.DataType) -> pa.Array | pa.ChunkedArray:

@@ -69,16 +69,25 @@ def compact(writer: StoreWriter) -> list[Segment]:
     return added
 
 
-def summarise_segments(writer: StoreWriter, limit: int = 4) -> list[Segment]:
+def summarise_segments(writer: StoreWriter, limit: int = 4, skip: set[str] | None = None) -> list[Segment]:
     """Write the missing or unreadable summaries of up to `limit` live collectives segments
-    (a bounded amount of work per maintenance pass); returns the segments summarised."""
+    (a bounded amount of work per maintenance pass); returns the segments summarised. A
+    segment that cannot be summarised (`summarise` says None) is added to `skip`, if given, and
+    not read again by later passes that pass the same set."""
     done: list[Segment] = []
+    skip = set() if skip is None else skip
     for segment in writer.manifest.table_segments(SUMMARISED_TABLE):
         if len(done) >= limit:
             break
         path = writer.segment_path(segment)
-        if parquet_unreadable(summary_path(path)) is None or parquet_unreadable(path) is not None:
+        if segment.file in skip or parquet_unreadable(summary_path(path)) is None:
             continue
-        write_summary(path, (summarise(p) for p in writer.read_parts([segment])))
-        done.append(segment)
+        if parquet_unreadable(path) is not None:
+            skip.add(segment.file)
+            continue
+        parts = (summarise(writer.conform(SUMMARISED_TABLE, p)[0]) for p in writer.read_parts([segment]))
+        if write_summary(path, parts):
+            done.append(segment)
+        else:
+            skip.add(segment.file)
     return done

@@ -12,6 +12,7 @@ and DuckDB (~55 MB resident) is left to the readers.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import time
@@ -51,6 +52,8 @@ from triage.store.schema import RECORD_TABLES, SCHEMA_VERSION, table_spec
 #: Row groups of DuckDB's own size let readers skip by job and time. Dictionaries pay only for
 #: strings (job, node, op, group...): on numbers they cost a third of the write time and grow
 #: the files by half (`triage bench ingest` measures the writer).
+log = logging.getLogger(__name__)
+
 _ROW_GROUP_ROWS = 122_880
 _WRITE_THREADS = 2
 
@@ -188,7 +191,7 @@ class StoreWriter:
         for rel in self._segment_files():
             if rel in known:
                 continue
-            if rel.endswith(SUMMARY_SUFFIX):
+            if SUMMARY_SUFFIX in rel:  # a summary, or one a crash left half written
                 if rel.removesuffix(SUMMARY_SUFFIX) not in known:
                     (self.dir / rel).unlink(missing_ok=True)
                 continue
@@ -262,7 +265,7 @@ class StoreWriter:
                     out = pq.ParquetWriter(path, part.schema, compression="zstd", **_encodings(part.schema))
                 out.write_table(part, row_group_size=_ROW_GROUP_ROWS)
                 if with_summary and table == SUMMARISED_TABLE:
-                    summaries.append(summarise(part))
+                    summaries.append(_summary_or_none(part))
                 rows += part.num_rows
                 bounds = pc.min_max(part.column(time_column))
                 lo = _extreme(min, lo, bounds["min"].as_py())
@@ -272,7 +275,10 @@ class StoreWriter:
             out.close()
             fsync_path(path)
             if with_summary and table == SUMMARISED_TABLE:
-                write_summary(path, summaries)
+                try:
+                    write_summary(path, summaries)
+                except OSError as exc:  # derived data: the segment stands, readers summarise its rows
+                    log.warning("no summary for %s: %s", path, exc)
         except BaseException:
             if out is not None:
                 out.close()
@@ -383,6 +389,16 @@ class StoreWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _summary_or_none(part: pa.Table) -> pa.Table | None:
+    """A part's collectives summary; None (the reader summarises the rows) where summarising
+    fails: a summary is derived data and never fails the segment's write."""
+    try:
+        return summarise(part)
+    except (pa.ArrowException, ValueError) as exc:
+        log.warning("collectives rows left unsummarised: %s", exc)
+        return None
 
 
 def _encodings(schema: pa.Schema) -> dict[str, Any]:
