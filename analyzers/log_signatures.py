@@ -1045,6 +1045,18 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "fp16 loss scale collapsed: every step overflows",
     ),
+    # Dynamic loss scaling starts at 2**16 or so and settles within a few halvings; one still
+    # halving at 8 or below has overflowed a dozen times over: the gradients overflow fp16
+    # nearly every step (DeepSpeed's and Apex's "Reducing dynamic loss scale from 8.0 to 4.0")
+    _s(
+        "loss-scale-tiny",
+        _C.NUMERICAL_INSTABILITY,
+        "loss scale",
+        r"Reducing dynamic loss scale from [2-8](?:\.0+)? to [1-4](?:\.0+)?\b"
+        r"|Attempted loss scale: [2-8](?:\.0+)?, reducing to [1-4](?:\.0+)?\b",
+        0.7,
+        "fp16 loss scale halved down to single digits: the gradients overflow nearly every step",
+    ),
     # Python's own exception for float trouble: fairseq raises it for NaN/Inf gradients and a
     # collapsed loss scale, numpy under seterr(all="raise") for overflow and invalid values. Not
     # fairseq's "gradients are inconsistent between workers": replicas that disagree.
