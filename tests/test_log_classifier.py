@@ -953,7 +953,9 @@ def test_round_eight_families_in_other_forms(line, category):
 
 
 def test_a_loss_scale_halving_is_instability_only_once_it_reaches_single_digits():
-    settling = "[INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 65536.0 to 32768.0"
+    settling = (
+        "[INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 65536.0 to 32768.0"
+    )
     assert classify_lines([settling] * 3).category is C.UNKNOWN
     tiny = "[INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 8.0 to 4.0"
     assert classify_lines([settling, tiny]).category is C.NUMERICAL_INSTABILITY
