@@ -21,8 +21,8 @@ p90), and every miss with its inject spec, expected and got. Exit 1 when macro F
 rank accuracy is below --min-macro-f1 / --min-culprit-accuracy.
 
 Size, on the 2-core reference machine shared with other work: the full campaign is 22 kinds x
-3 repeats, 66 trials (72 runs), 20-60 s a trial, 35-60 min; --quick is 7 trials (exception,
-SIGKILL, nan, hang, lost GPU, ECC, straggler plus hang), 4.5-6.5 min.
+3 repeats, 66 trials (72 runs), 20-60 s a trial, 35-60 min; --quick is 5 trials (exception,
+hang, lost GPU, ECC, straggler plus hang), 2.5-4.5 min.
 """
 
 from __future__ import annotations

@@ -152,10 +152,10 @@ def test_the_plan_is_seeded_and_covers_every_kind_in_both_layouts():
 
 
 #: The CI gate on `triage bench rca --quick` (seed 0): the published figures are 1.00 for both
-#: (README, "How often is Triage right?"); one miss in the 8 judgements (a spurious timeout on
-#: a busy 2-core runner) stays above these, two fail the build.
-MIN_MACRO_F1 = 0.80
-MIN_CULPRIT_ACCURACY = 0.85
+#: (README, "How often is Triage right?"); one culprit miss in its 6 judgements (a spurious
+#: timeout on a busy 2-core runner) stays above these, two fail the build.
+MIN_MACRO_F1 = 0.75
+MIN_CULPRIT_ACCURACY = 0.80
 
 
 @pytest.mark.slow

@@ -158,9 +158,10 @@ def assert_verdict(
 
 
 # Culprit ranks and fault steps differ from kind to kind (every rank of both nodes is a culprit
-# somewhere), so no verdict is right only for one placement. The user exception, NaN, hang,
-# Xid 79, ECC and SIGKILL faults are judged in CI by `triage bench rca --quick`
-# (tests/test_rca_bench.py): under `triage run`, at placements drawn from its seed. Preemption
+# somewhere), so no verdict is right only for one placement. The user exception, hang, Xid 79
+# and ECC faults are judged in CI by `triage bench rca --quick` (tests/test_rca_bench.py): under
+# `triage run`, at placements drawn from its seed; NaN and SIGKILL by
+# tests/test_supervisor_actions.py. Preemption
 # (SIGTERM) is judged in tests/test_supervisor_actions.py, its checkpoint in
 # tests/test_trainer_scenarios.py.
 CRASHES = [
