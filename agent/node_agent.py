@@ -44,6 +44,7 @@ from triage.store import StoreWriter, apply_retention, compact, ingest_partition
 from triage.store.job_results import JobResultsReader
 from triage.store.layout import agent_flush_mark
 from triage.store.node_health import QUARANTINED, SOURCE_LEMON
+from triage.store.port_history import ports_seen_up
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,13 @@ class NodeAgent:
                 config.host, disk_paths=list(dict.fromkeys([*config.host.disk_paths, str(self.data_dir)]))
             )
             collectors.append(HostCollector(host_config, self.node, pids=self._local_pids))
-            collectors.append(NicCollector(self.node, gpu.identities() if gpu else ()))
+            collectors.append(
+                NicCollector(
+                    self.node,
+                    gpu.identities() if gpu else (),
+                    known_up=ports_seen_up(self.writer, time.time()),
+                )
+            )
             if self.gpu_backend == "sim":  # a simulated node: its disk and links fail only in the schedule
                 collectors.append(SimDiskCollector(self.data_dir, self.node, host_config.disk_paths))
                 collectors.append(SimNicCollector(self.data_dir, self.node))

@@ -10,14 +10,16 @@ clusters) by comparing the two devices' sysfs paths, so the analysis can name th
 Only physical ports are read (an interface without a `device` link is a bridge, veth or
 loopback), and a port is reported from the first collect that finds it up: a port that was
 never up since the agent started carries no job traffic, and reporting every unused, unplugged
-port as down would blame every node. (So a port already dead when the agent starts is not
-reported; a slave of a bond is, as a port of its own: the bond runs on with less.)
+port as down would blame every node. The agent passes the ports its predecessors on the node
+stored as up lately (`known_up`), so a port that died while the agent was down is still
+reported. (A port dead before any agent saw it up is not; a slave of a bond is, as a port of
+its own: the bond runs on with less.)
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from triage.collectors.records import GpuIdentity, NicSample, Record
@@ -27,7 +29,12 @@ class NicCollector:
     name = "nic"
 
     def __init__(
-        self, node: str, gpus: Sequence[GpuIdentity] = (), *, sysfs: str | os.PathLike[str] = "/sys"
+        self,
+        node: str,
+        gpus: Sequence[GpuIdentity] = (),
+        *,
+        sysfs: str | os.PathLike[str] = "/sys",
+        known_up: Iterable[str] = (),
     ):
         self.node = node
         self.sysfs = Path(sysfs)
@@ -37,7 +44,7 @@ class NicCollector:
             if g.pci_bus_id is not None
             and (path := _device_path(self.sysfs / "bus" / "pci" / "devices" / f"{g.pci_bus_id}.0"))
         }
-        self._seen_up: set[str] = set()
+        self._seen_up: set[str] = set(known_up)
         self._gpu_of: dict[str, int | None] = {}
 
     def collect(self, now: float) -> list[Record]:

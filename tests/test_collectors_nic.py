@@ -7,6 +7,8 @@ from triage.collectors.nic import NicCollector
 from triage.collectors.records import GpuIdentity, NicSample
 from triage.collectors.sim_nic import SimNicCollector
 from triage.fault_schedule import NIC_DOWN, GpuFault, append_fault
+from triage.store.port_history import ports_seen_up
+from triage.store.writer import StoreWriter
 
 # root port 00:01.0 -> switch 01:00.0 -> GPU 0 (03:00.0), NIC eth0 (04:00.0), HCA mlx5_0 (05:00.0)
 # root port 00:02.0 -> switch 11:00.0 -> GPU 1 (13:00.0), GPU 2 (14:00.0), NIC eth1 (15:00.0)
@@ -115,3 +117,22 @@ def test_the_simulated_port_beside_the_faulty_rank_is_down_while_the_fault_lasts
     assert c.collect(101.0) == [NicSample(101.0, "node1", "sim:nic1", False, None, 1)]
     assert c.collect(115.0)[0].up is False
     assert c.collect(116.0) == []
+
+
+def test_a_port_that_died_while_the_agent_was_down_is_reported_by_the_next_agent(tmp_path):
+    now = 200_000.0
+    with StoreWriter(tmp_path / "data", "node0") as w:
+        w.append_records(
+            [
+                NicSample(now - 600, "node0", "eth0", True, 2, 0),  # the last agent saw it up
+                NicSample(now - 600, "node0", "eth1", False, 0, None),  # never up: not counted
+                NicSample(now - 3 * 86400, "node0", "mlx5_0/1", True, 0, 0),  # up days ago only
+            ]
+        )
+        known = ports_seen_up(w, now)
+    assert known == {"eth0"}
+    sysfs = fake_sysfs(tmp_path)
+    iface(sysfs, "eth0", "down", device="eth0", changes=5)  # went down between the agents
+    assert "eth0" not in by_nic(NicCollector("node0", GPUS, sysfs=sysfs).collect(now))
+    got = by_nic(NicCollector("node0", GPUS, sysfs=sysfs, known_up=known).collect(now))
+    assert (got["eth0"].up, got["eth0"].gpu) == (False, 0)
