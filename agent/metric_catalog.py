@@ -286,7 +286,7 @@ CATALOG: tuple[MetricFamily, ...] = (
         _G,
         NIC_LABELS,
         "1 while the network port (Ethernet/IPoIB interface or InfiniBand port) has its link, "
-        "0 once it lost it; ports never up since the agent started are not exported.",
+        "0 once it lost it; a port no agent of the node has seen up in the last day is not exported.",
     ),
     MetricFamily(
         "triage_nic_link_downs_total",
