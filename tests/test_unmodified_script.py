@@ -97,7 +97,13 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
     first, second = report["attempts"]
     assert (first["outcome"], second["outcome"]) == ("failed", "completed")
     assert first["verdict"]["culprit"]["rank"] == 1, first["verdict"]
-    assert "killed by SIGKILL" in first["verdict"]["summary"]
+    # Which signal: torchrun's report, when it says it before the supervisor stops the attempt;
+    # on a loaded machine the supervisor may see the death, judge it and stop torchrun first
+    # (it does not wait out torchrun's teardown), and then no process left knows the signal.
+    summary = first["verdict"]["summary"]
+    assert "killed by SIGKILL" in summary or (
+        "killed by a signal" in summary and "the supervisor saw it gone first" in summary
+    ), summary
     with open_snapshot(tmp_path / "d") as snap:
         rows = snap.con.execute(
             "SELECT attempt, rank, min(step), max(step) FROM steps GROUP BY ALL ORDER BY ALL"
