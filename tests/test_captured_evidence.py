@@ -188,6 +188,21 @@ def root(analysis, attempt: int = 0):
     return next(i for i in analysis.incidents if i.attempt == attempt and i.root)
 
 
+def sigkilled(b: JobBuilder, rank: int, time: float) -> None:
+    """The launcher's report that `rank` died of SIGKILL, the first death it saw."""
+    supervisor_event(
+        b,
+        0,
+        rank,
+        time,
+        EVENT_RANK_EXIT,
+        f"rank {rank} was killed",
+        exit_code=-9,
+        signal="SIGKILL",
+        first_observed=True,
+    )
+
+
 @pytest.mark.parametrize("killed", [1, 2])
 def test_a_rank_the_launcher_saw_killed_is_the_culprit_not_its_peers_resets(killed):
     b = JobBuilder().world(4, per_node=2)
@@ -197,17 +212,7 @@ def test_a_rank_the_launcher_saw_killed_is_the_culprit_not_its_peers_resets(kill
             b.heartbeat(0, r, end - 2 + k, 4)
     for r in (r for r in range(4) if r != killed):  # the peers raise once it is gone
         b.event(0, r, end + 0.5, "exception", "RuntimeError: Connection reset by peer")
-    supervisor_event(
-        b,
-        0,
-        killed,
-        end + 2,
-        EVENT_RANK_EXIT,
-        f"rank {killed} was killed",
-        exit_code=-9,
-        signal="SIGKILL",
-        first_observed=True,
-    )
+    sigkilled(b, killed, end + 2)
     v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
     assert v.culprit.rank == killed and "killed by SIGKILL" in v.summary
     assert v.culprit.node == f"node{killed // 2}"
@@ -227,17 +232,7 @@ def test_a_dataloader_worker_stopped_by_the_teardown_after_a_kill_is_its_consequ
     b.event(0, other, end + 0.4, "exception", WORKER_GONE)
     for r in set(range(4)) - {killed, other}:
         b.event(0, r, end + 0.6, "exception", "RuntimeError: Connection reset by peer")
-    supervisor_event(
-        b,
-        0,
-        killed,
-        end + 0.3,
-        EVENT_RANK_EXIT,
-        f"rank {killed} was killed",
-        exit_code=-9,
-        signal="SIGKILL",
-        first_observed=True,
-    )
+    sigkilled(b, killed, end + 0.3)
     v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
     assert (v.category, v.culprit.rank) == (Category.UNKNOWN, killed), v.summary
     # a worker that died before any rank was killed is the data pipeline's own failure

@@ -287,7 +287,7 @@ class Snapshot:
             if have:
                 self.con.execute(f"SELECT * FROM {parquet_source(have)} LIMIT 0")
         except duckdb.Error:
-            have = [s for s in have if self._summary_readable(s)]
+            have = [s for s in have if self._readable(s, report=False)]
         if have:
             body += f" UNION ALL BY NAME SELECT * FROM {parquet_source(have)}"
         unsummarised = [p for p, s in zip(segments, summaries) if s not in have]
@@ -299,18 +299,14 @@ class Snapshot:
             body += f" UNION ALL BY NAME ({SUMMARY_SQL.format(source=rows)})"
         self.con.execute(f"CREATE OR REPLACE VIEW collective_summaries AS {body}")
 
-    def _summary_readable(self, path: str) -> bool:
-        try:
-            self.con.execute(f"SELECT count(*) FROM {parquet_source([path])}").fetchone()
-        except duckdb.Error:
-            return False
-        return True
-
-    def _readable(self, path: str) -> bool:
+    def _readable(self, path: str, *, report: bool = True) -> bool:
+        """Whether DuckDB reads the file; where not and `report`, the problem is noted (a
+        summary is derived data: its segment's rows stand in for it, nothing to report)."""
         try:
             self.con.execute(f"SELECT count(*) FROM {parquet_source([path])}").fetchone()
         except duckdb.Error as exc:
-            self.problems.append(f"{path} skipped: {str(exc).splitlines()[0][:200]}")
+            if report:
+                self.problems.append(f"{path} skipped: {str(exc).splitlines()[0][:200]}")
             return False
         return True
 
