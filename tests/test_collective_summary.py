@@ -232,3 +232,27 @@ def test_a_row_without_an_enter_time_leaves_its_collective_incomplete(tmp_path):
         assert per["collectives"].to_dict() == {0: 2, 1: 2}
         assert per["last_arrivals"].to_dict() == {0: 0, 1: 1}
         assert per.loc[1, "wait_caused_s"] == pytest.approx(0.5)  # (2.5 - 2.25) x 2 / 1
+
+
+def test_jobs_side_by_side_and_a_reused_id_each_get_their_own_arrivals(tmp_path):
+    """Three runs in one data dir: job1's first run (rank 1 late), a second run under the same
+    id (rank 4 late) and another job (rank 2 late), their collectives in the same segments."""
+    runs = [("job1", "runA", 1), ("job1", "runB", 4), ("other", None, 2)]
+    builders = []
+    for job, run, late in runs:
+        b = JobBuilder(job, run_id=run).world(6, per_node=2)
+        for seq in range(20):
+            for r in range(6):
+                enter = T0 + seq + (0.2 if r == late else 0.01 * r)
+                b.collective(0, r, "dp", seq, enter, enter + 0.05, group_size=6)
+        builders.append(b)
+    merged = JobBuilder("job1")
+    for b in builders:
+        for table, rows in b.rows.items():
+            merged.rows[table] += rows
+    merged.write_store(tmp_path)
+    with open_snapshot(tmp_path) as snap:
+        for b, (job, run, late) in zip(builders, runs):
+            got = load_job(snap.con, job, run=run or "-").arrivals
+            pd.testing.assert_frame_equal(_reference(b), got, check_dtype=False, rtol=1e-9, atol=1e-5)
+            assert got.set_index("rank")["last_arrivals"].idxmax() == late
