@@ -280,6 +280,8 @@ class _Tracebacks:
 
 
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
+#: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
+_LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")
 
 
 class LogClassifier:
@@ -302,6 +304,7 @@ class LogClassifier:
         self._in_root_cause = False
         self._root_cause_rank: int | None = None
         self._root_cause_host: str | None = None
+        self._launcher_failed: tuple[int, int] | None = None  # (local rank, exit code)
         self._tracebacks = _Tracebacks()
 
     def feed(self, text: str) -> LineMatch | None:
@@ -339,10 +342,13 @@ class LogClassifier:
         return match
 
     def _note_context(self, text: str) -> None:
-        """Ranks present in the job, and torchrun's "Root Cause" block (its rank and host)."""
+        """Ranks present in the job, torchrun's "Root Cause" block (its rank and host) and the
+        first child its agent saw fail (a log cut before the block still names it)."""
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
             _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))
+        if self._launcher_failed is None and "exitcode" in text and (f := _LAUNCHER_FAILED_RE.search(text)):
+            self._launcher_failed = (int(f.group(2)), int(f.group(1)))
         if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):
             self._in_root_cause = True
             return
@@ -408,7 +414,7 @@ class LogClassifier:
         if m.category is Category.COLLECTIVE_TIMEOUT:
             rank = self._timeout_culprit()
         elif rank is None:
-            rank = next((h.match.rank for h in same if h.match.rank is not None), self._root_cause_rank)
+            rank = next((h.match.rank for h in same if h.match.rank is not None), self._first_failed_rank)
         node = m.node
         if node is None and (m.rank is None or m.rank == self._root_cause_rank):
             node = self._root_cause_host
@@ -416,12 +422,26 @@ class LogClassifier:
             node = next(iter(self._nodes_seen))
         return Culprit(rank=rank, node=node, gpu=m.gpu)
 
+    @property
+    def _first_failed_rank(self) -> int | None:
+        if self._root_cause_rank is not None:
+            return self._root_cause_rank
+        return None if self._launcher_failed is None else self._launcher_failed[0]
+
     def verdict(self) -> Verdict:
         cfg = self.config
         root = self._root()
         if root is None:
+            # no cause, but where the launcher saw a rank fail first, that rank is where to look
+            rank = self._first_failed_rank
+            failed = "" if rank is None else f"; the launcher saw rank {rank} fail first"
+            if rank is not None and self._launcher_failed is not None and self._launcher_failed[0] == rank:
+                failed += f" (exit code {self._launcher_failed[1]})"
             return Verdict(
-                Category.UNKNOWN, 0.0, f"no known failure signature in {self.lines} line(s) of {self.source}"
+                Category.UNKNOWN,
+                0.0,
+                f"no known failure signature in {self.lines} line(s) of {self.source}{failed}",
+                Culprit(rank=rank, node=self._root_cause_host if rank is not None else None),
             )
         category = root.match.category
         same = sorted((h for h in self._hits if h.match.category is category), key=lambda h: h.line)

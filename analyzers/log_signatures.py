@@ -331,7 +331,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "shell-child-killed",
         _C.HOST_OOM,
         "killed",
-        r"\bline \d+:\s+\d+ Killed\s+\S",
+        # an interactive shell prints only "Killed" for its foreground job
+        r"\bline \d+:\s+\d+ Killed\s+\S|^\s*Killed\s*$",
         0.55,
         "the shell's child was SIGKILLed (usually the host OOM killer)",
         symptom=True,
@@ -569,7 +570,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "store-client-timeout",
         _C.RENDEZVOUS_ERROR,
         "socket",
-        r"client socket has timed out after \S+ while trying to connect to",
+        r"client socket has timed out after \S+ while trying to connect to"
+        r"|client socket has failed to connect to (?:any network address of|\S+:\d+)",
         0.85,
         "could not reach the rendezvous store",
     ),
@@ -585,8 +587,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "eaddrinuse",
         _C.RENDEZVOUS_ERROR,
-        "address already in use|eaddrinuse",
-        r"EADDRINUSE|errno: 98 - Address already in use|address already in use",
+        "address already in use|eaddrinuse|failed to listen",
+        r"EADDRINUSE|errno: 98 - Address already in use|address already in use"
+        r"|server socket has failed to listen on any local network address",
         0.9,
         "the rendezvous port is already in use",
     ),
@@ -795,8 +798,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cublas-exec-failed",
         _C.CUDA_ERROR,
-        "status_execution_failed",
-        r"CUBLAS_STATUS_EXECUTION_FAILED|CUDNN_STATUS_EXECUTION_FAILED",
+        "status_execution_failed|cublas error",
+        r"CUBLAS_STATUS_EXECUTION_FAILED|CUDNN_STATUS_EXECUTION_FAILED"
+        r"|cuBLAS Error: the function failed to launch on the GPU",
         0.75,
         "cuBLAS/cuDNN kernel execution failed",
     ),
@@ -998,6 +1002,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "distributed checkpoint save/load failed",
     ),
+    # a distributed-checkpoint load fails while planning which saved entries each rank reads:
+    # the model or optimizer asks for a key (or shape) the checkpoint does not hold
+    _s(
+        "dcp-load-plan",
+        _C.CHECKPOINT_ERROR,
+        "load_plan|state_dict_metadata",
+        r"\bin create_default_local_load_plan\b|state_dict_metadata\[fqn\]",
+        0.8,
+        "the distributed checkpoint lacks an entry the model or optimizer asks for",
+    ),
     _s(
         "file-maybe-corrupted",
         _C.CHECKPOINT_ERROR,
@@ -1129,6 +1143,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DataLoader timed out after \d+ seconds",
         0.85,
         "data fetch timed out",
+    ),
+    # a read from a remote data source (a streamed dataset, an object store) timed out; a
+    # download at start-up fails the same way, hence less than certain
+    _s(
+        "remote-read-timeout",
+        _C.DATA_PIPELINE_ERROR,
+        "read timed out",
+        r"ReadTimeoutError: HTTPS?ConnectionPool\(host=\S+ port=\d+\): Read timed out",
+        0.6,
+        "a read from a remote data source timed out",
     ),
     _s(
         "image-decode",
