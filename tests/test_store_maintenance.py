@@ -21,6 +21,7 @@ from triage.store import (
     compact,
     open_snapshot,
 )
+from triage.store.collective_summary import summary_path
 from triage.store.layout import partition_dir
 from triage.store.manifest import Manifest, Segment, load_manifest, save_manifest
 from triage.trainer_hooks.spool_schema import EVENTS, STEPS
@@ -162,6 +163,50 @@ def test_retention_size_bound_drops_the_oldest_first(tmp_path):
         assert newest.bytes < 5 * 1024 < 2 * newest.bytes
         apply_retention(w, now=10.0)
         assert w.manifest.table_segments("steps") == [newest]
+
+
+def test_retention_size_bound_counts_a_collectives_segments_summary(tmp_path):
+    """A collectives segment's summary is deleted with it, so the bound counts both: a table
+    whose segments alone fit under the bound is over it with their summaries."""
+
+    def rows(t0: float) -> list[dict]:
+        return [
+            {
+                "job_id": "j",
+                "attempt": 0,
+                "rank": r,
+                "group": "0",
+                "seq": s,
+                "op": "all_reduce",
+                "group_size": 4,
+                "enter_time": t0 + s + r / 100,
+                "end_time": t0 + s + 0.1,
+            }
+            for s in range(40)
+            for r in range(4)
+        ]
+
+    def bound(w: StoreWriter) -> tuple[int, int]:
+        segments = w.manifest.table_segments("collectives")
+        summaries = [summary_path(w.segment_path(s)) for s in segments]
+        assert all(p.exists() for p in summaries)
+        return sum(s.bytes for s in segments), sum(s.bytes for s in segments) + sum(
+            p.stat().st_size for p in summaries
+        )
+
+    with StoreWriter(tmp_path, "node0") as w:
+        for t0 in (1000.0, 2000.0):
+            w.commit(
+                w.write_segments({"collectives": w.conform("collectives", pa.Table.from_pylist(rows(t0)))[0]})
+            )
+        segments, with_summaries = bound(w)
+    # a bound between the two: the segments alone fit, with their summaries they do not
+    limit = (segments + with_summaries) // 2
+    config = StoreConfig(max_age=[], max_bytes=[f"collectives={limit}"])
+    with StoreWriter(tmp_path, "node0", config) as w:
+        oldest, newest = w.manifest.table_segments("collectives")
+        assert apply_retention(w, now=3000.0) == [oldest]
+        assert w.manifest.table_segments("collectives") == [newest]
 
 
 def test_compaction_merges_small_segments_and_keeps_rows(tmp_path):

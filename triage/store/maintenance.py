@@ -30,14 +30,28 @@ def apply_retention(writer: StoreWriter, now: float | None = None) -> list[Segme
         keep = [s for s in segments if age is None or s.max_time is None or s.max_time >= now - age]
         dropped += [s for s in segments if s not in keep]
         size = config.size_bound(table)
-        total = sum(s.bytes for s in keep)
-        while size is not None and keep and total > size:
+        if size is None:
+            continue
+        on_disk = {s.file: _bytes_on_disk(writer, s) for s in keep}
+        total = sum(on_disk.values())
+        while keep and total > size:
             oldest = keep.pop(0)
-            total -= oldest.bytes
+            total -= on_disk[oldest.file]
             dropped.append(oldest)
     if dropped:
         writer.commit(removed=dropped)
     return dropped
+
+
+def _bytes_on_disk(writer: StoreWriter, segment: Segment) -> int:
+    """A segment's bytes with its summary's (a collectives segment's summary lives and dies
+    with it): the size bound is on what the partition takes on disk."""
+    if segment.table != SUMMARISED_TABLE:
+        return segment.bytes
+    try:
+        return segment.bytes + summary_path(writer.segment_path(segment)).stat().st_size
+    except OSError:  # none (yet), or gone
+        return segment.bytes
 
 
 def compact(writer: StoreWriter) -> list[Segment]:
