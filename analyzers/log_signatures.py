@@ -314,14 +314,26 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "Kubernetes OOM-killed the container (memory limit)",
     ),
+    # Slurm's and LSF's own kills of a job over its memory limit: Slurm then cancels the job,
+    # which reads as a cancellation from outside unless this names why
+    _s(
+        "scheduler-memory-limit",
+        _C.HOST_OOM,
+        "memory limit|term_memlimit",
+        r"exceeded (?:job )?memory limit|TERM_MEMLIMIT: job killed",
+        0.9,
+        "the scheduler killed the job for exceeding its memory limit",
+    ),
     # Ray's memory monitor kills a worker when the node's host memory passes its threshold; the
     # exception is named OutOfMemoryError but says nothing of the GPU.
     _s(
         "ray-memory-monitor-kill",
         _C.HOST_OOM,
-        "running low on memory|memory pressure",
+        "running low on memory|memory pressure|ray-oom-prevention",
         r"was killed due to the node running low on memory"
-        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"
+        # Ray prints its OOM-prevention advice with the memory monitor's report of a kill
+        r"|docs\.ray\.io/\S*/ray-oom-prevention",
         0.85,
         "Ray killed a worker: the node ran low on host memory",
     ),
@@ -452,6 +464,14 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "the scheduler lost a node",
     ),
+    _s(
+        "orte-lost-daemon",
+        _C.NODE_FAILURE,
+        "lost communication",
+        r"ORTE has lost communication with (?:a|its) remote daemon",
+        0.75,
+        "mpirun lost a node's daemon (the node or its link went away)",
+    ),
     # --- infrastructure -------------------------------------------------------------------------
     _s(
         "slurm-preempted",
@@ -468,6 +488,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DUE TO TIME LIMIT",
         0.9,
         "the job hit its time limit",
+    ),
+    _s(
+        "autoscaler-terminates-node",
+        _C.PREEMPTION,
+        "terminated soon",
+        r"will be terminated soon \(reason: [\w-]*(?:termination|preempt|spot|drain)[\w-]*\)",
+        0.7,
+        "the cluster's autoscaler took the job's nodes away",
     ),
     # evicted because the node's local disk filled up: the disk is the cause, not the scheduler
     _s(
@@ -610,6 +638,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"gloo.*connect \[[^\]]+\]:\d+: Connection refused",
         0.75,
         "a peer refused the connection at start-up",
+    ),
+    _s(
+        "orte-daemons-not-started",
+        _C.RENDEZVOUS_ERROR,
+        "unable to reliably start",
+        r"ORTE was unable to reliably start one or more daemons",
+        0.75,
+        "mpirun could not start its daemons on the nodes (ssh, hostnames, PATH)",
     ),
     # --- communication --------------------------------------------------------------------------
     _s(
@@ -798,9 +834,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cublas-exec-failed",
         _C.CUDA_ERROR,
-        "status_execution_failed|cublas error",
+        "status_execution_failed|cublas error|kernel execution error",
         r"CUBLAS_STATUS_EXECUTION_FAILED|CUDNN_STATUS_EXECUTION_FAILED"
-        r"|cuBLAS Error: the function failed to launch on the GPU",
+        r"|cuBLAS Error: the function failed to launch on the GPU"
+        # DeepSpeed's transformer kernels report a failed launch this way
+        r"|^!!!! kernel execution error\.",
         0.75,
         "cuBLAS/cuDNN kernel execution failed",
     ),
@@ -1013,6 +1051,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "the distributed checkpoint lacks an entry the model or optimizer asks for",
     ),
     _s(
+        "hf-tmp-checkpoint-rename",
+        _C.CHECKPOINT_ERROR,
+        "tmp-checkpoint",
+        r"Directory not empty: '[^']*tmp-checkpoint-",
+        0.85,
+        "the checkpoint's temporary directory could not be renamed into place (ranks raced)",
+    ),
+    _s(
         "file-maybe-corrupted",
         _C.CHECKPOINT_ERROR,
         "corrupted",
@@ -1155,6 +1201,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "a read from a remote data source timed out",
     ),
     _s(
+        "arrow-offset-overflow",
+        _C.DATA_PIPELINE_ERROR,
+        "offset overflow",
+        r"ArrowInvalid: offset overflow while concatenating arrays",
+        0.75,
+        "the dataset's column outgrew one Arrow array (too large a dataset or sample)",
+    ),
+    _s(
         "image-decode",
         _C.DATA_PIPELINE_ERROR,
         "image|decompressionbomb",
@@ -1170,6 +1224,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"device-side assert triggered|Assertion `[^`]+` failed",
         0.85,
         "a device-side assert (bad index or label in the training code)",
+    ),
+    _s(
+        "nccl-duplicate-gpu",
+        _C.USER_CODE_ERROR,
+        "duplicate gpu",
+        r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device",
+        0.85,
+        "two ranks were placed on one GPU (the launch's device assignment)",
     ),
     _s(
         "shape-mismatch",
