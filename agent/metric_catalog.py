@@ -285,7 +285,7 @@ CATALOG: tuple[MetricFamily, ...] = (
         "triage_nic_link_up",
         _G,
         NIC_LABELS,
-        "1 while the network port (Ethernet/IPoIB interface or InfiniBand port) has its link, "
+        "1 while the network port (Ethernet interface, or InfiniBand/RoCE port) has its link, "
         "0 once it lost it; a port no agent of the node has seen up in the last day is not exported.",
     ),
     MetricFamily(

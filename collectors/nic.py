@@ -13,7 +13,9 @@ never up since the agent started carries no job traffic, and reporting every unu
 port as down would blame every node. The agent passes the ports its predecessors on the node
 stored as up lately (`known_up`), so a port that died while the agent was down is still
 reported. (A port dead before any agent saw it up is not; a slave of a bond is, as a port of
-its own: the bond runs on with less.)
+its own: the bond runs on with less.) An interface on an InfiniBand/RoCE adapter (IPoIB's
+`ib0`, a RoCE port's Ethernet interface) is the same link as the adapter's port: only the port
+is reported, so one lost link is one port down, not two.
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ class NicCollector:
     def _ports(self) -> list[tuple[str, bool, int | None, Path | None]]:
         """(name, link up, link losses so far, PCI device path) of every physical port."""
         ports: list[tuple[str, bool, int | None, Path | None]] = []
+        hcas = _children(self.sysfs / "class" / "infiniband")
+        hca_devices = {d for hca in hcas if (d := _device_path(hca / "device")) is not None}
         for iface in _children(self.sysfs / "class" / "net"):
             device = _device_path(iface / "device")
-            if device is None:
+            if device is None or device in hca_devices:
                 continue
             state = _read(iface / "operstate")
             up = state == "up" or (state == "unknown" and _read(iface / "carrier") == "1")
@@ -75,7 +79,7 @@ class NicCollector:
             if downs is None and (changes := _int(_read(iface / "carrier_changes"))) is not None:
                 downs = changes // 2
             ports.append((iface.name, up, downs, device))
-        for hca in _children(self.sysfs / "class" / "infiniband"):
+        for hca in hcas:
             device = _device_path(hca / "device")
             for port in _children(hca / "ports"):
                 state = _read(port / "state") or ""  # "4: ACTIVE", "5: ACTIVE_DEFER", "1: DOWN"

@@ -100,6 +100,19 @@ def test_a_port_that_loses_its_link_is_reported_down_with_its_count(tmp_path):
     assert "eth2" not in got
 
 
+def test_an_interface_on_an_infiniband_adapter_is_its_port_not_a_second_link(tmp_path):
+    """IPoIB's ib0 (or a RoCE port's Ethernet interface) runs on mlx5_0's port: when that link
+    goes, one port is down, not two."""
+    sysfs = fake_sysfs(tmp_path)
+    iface(sysfs, "ib0", "up", device="mlx5_0")
+    c = NicCollector("node0", GPUS, sysfs=sysfs)
+    assert set(by_nic(c.collect(100.0))) == {"eth0", "eth1", "mlx5_0/1"}
+    iface(sysfs, "ib0", "down", device="mlx5_0", changes=3)
+    hca_port(sysfs, "1: DOWN", 1)
+    down = [r.nic for r in c.collect(101.0) if not r.up]
+    assert down == ["mlx5_0/1"]
+
+
 def test_without_the_gpus_bus_ids_no_port_names_a_gpu(tmp_path):
     c = NicCollector("node0", [GpuIdentity(0, None, None)], sysfs=fake_sysfs(tmp_path))
     assert {r.gpu for r in c.collect(1.0)} == {None}
