@@ -282,6 +282,11 @@ class _Tracebacks:
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
 _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")
+#: DeepSpeed's launcher names a dead child by its command line, `[ERROR] ... sigkill_handler]
+#: ['python', '-u', 'train.py', '--local_rank=1', ...] exits with return code = -9`; a long
+#: command wraps, and its `exits with` line may come a few lines after the rank.
+_DS_COMMAND_RE = re.compile(r"sigkill_handler\] \[.*?'--local_rank=(\d+)'")
+_DS_WRAP_LINES = 8
 
 
 class LogClassifier:
@@ -305,6 +310,7 @@ class LogClassifier:
         self._root_cause_rank: int | None = None
         self._root_cause_host: str | None = None
         self._launcher_failed: tuple[int, int] | None = None  # (local rank, exit code)
+        self._ds_command: tuple[int, int] | None = None  # (line, local rank) of DeepSpeed's report
         self._tracebacks = _Tracebacks()
 
     def feed(self, text: str) -> LineMatch | None:
@@ -315,6 +321,8 @@ class LogClassifier:
         match = classify_line(text)
         if match is None:
             return None
+        if match.rank is None and self._ds_command and self.lines - self._ds_command[0] <= _DS_WRAP_LINES:
+            match = dataclasses.replace(match, rank=self._ds_command[1])
         if closed is not None and match.signature in closed[1].signatures:
             function, context = closed
             match = dataclasses.replace(
@@ -347,6 +355,8 @@ class LogClassifier:
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
             _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))
+        if "sigkill_handler] [" in text and (d := _DS_COMMAND_RE.search(text)):
+            self._ds_command = (self.lines, int(d.group(1)))
         if self._launcher_failed is None and "exitcode" in text and (f := _LAUNCHER_FAILED_RE.search(text)):
             self._launcher_failed = (int(f.group(2)), int(f.group(1)))
         if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):

@@ -455,7 +455,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 291
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 290
     assert held["accuracy"] >= 0.90, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.85: a timeout or a network error whose cause only the
@@ -584,6 +584,7 @@ MOVED_MISSES = {
         C.NUMERICAL_INSTABILITY,
         None,
     ),
+    "heldout10_anomalygpt_deepspeed_stage1_sigkill_handler_minus9_host_ram.log": (C.HOST_OOM, 1),
     "heldout11_gmtracker_train_killed_cpu_memory.log": (C.HOST_OOM, None),
     "heldout11_hedwig_reg_lstm_word2vec_load_killed.log": (C.HOST_OOM, None),
     "heldout12_accelerate_deepspeed_pdsh_multinode_tcpstore_no_route_to_host_wrong_master_iface.log": (
@@ -1140,3 +1141,24 @@ def test_the_rank_torchruns_agent_saw_fail_first_is_the_culprit_where_no_line_na
 )
 def test_round_thirteen_and_fourteen_families_in_other_forms(lines, category):
     assert classify_lines(lines).category is category
+
+
+def test_deepspeeds_dead_child_is_named_across_its_wrapped_command_line():
+    head = (
+        "[2024-01-02 03:04:05,678] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', "
+        "'pretrain.py', '--local_rank=3', '--deepspeed', '--config', "
+    )
+    wrapped = [
+        "'ds_config.json', '--batch-size', '8', '--save', ",
+        "'/ckpt/run7'",
+        "] exits with return code = -9",
+    ]
+    verdict = classify_lines([head, *wrapped])
+    assert verdict.category is C.HOST_OOM and verdict.culprit.rank == 3
+    # a report far from it is not its
+    far = [
+        head,
+        *["step 10 loss 2.1"] * 20,
+        "[ERROR] [launch.py:321:sigkill_handler] ['x'] exits with return code = -9",
+    ]
+    assert classify_lines(far).culprit.rank is None
