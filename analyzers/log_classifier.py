@@ -355,6 +355,8 @@ class LogClassifier:
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
             _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))
+        if " NCCL " in text and (n := _NCCL_RE.match(_PREFIX_RE.sub("", text, count=1))):
+            _add_bounded(self._nodes_seen, n.group(1))  # INFO lines too: which hosts the job ran on
         if "sigkill_handler] [" in text and (d := _DS_COMMAND_RE.search(text)):
             self._ds_command = (self.lines, int(d.group(1)))
         if self._launcher_failed is None and "exitcode" in text and (f := _LAUNCHER_FAILED_RE.search(text)):
@@ -424,7 +426,8 @@ class LogClassifier:
         if m.category is Category.COLLECTIVE_TIMEOUT:
             rank = self._timeout_culprit()
         elif rank is None:
-            rank = next((h.match.rank for h in same if h.match.rank is not None), self._first_failed_rank)
+            fallback = None if m.category is Category.PREEMPTION else self._first_failed_rank
+            rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
         node = m.node
         if node is None and (m.rank is None or m.rank == self._root_cause_rank):
             node = self._root_cause_host
@@ -433,10 +436,22 @@ class LogClassifier:
         return Culprit(rank=rank, node=node, gpu=m.gpu)
 
     @property
+    def _launcher_failure(self) -> tuple[int, int] | None:
+        """(rank, exit code) of the first child torchrun's agent reported failed, where that
+        names a rank of the job: its local rank is the global one only on one node (no second
+        node seen, no Root Cause block naming a global rank), and a child it stopped with
+        SIGTERM (-15) did not fail."""
+        failed = self._launcher_failed
+        if failed is None or failed[1] == -15 or len(self._nodes_seen) > 1 or self._root_cause_host:
+            return None
+        return failed
+
+    @property
     def _first_failed_rank(self) -> int | None:
         if self._root_cause_rank is not None:
             return self._root_cause_rank
-        return None if self._launcher_failed is None else self._launcher_failed[0]
+        failure = self._launcher_failure
+        return None if failure is None else failure[0]
 
     def verdict(self) -> Verdict:
         cfg = self.config
@@ -445,8 +460,9 @@ class LogClassifier:
             # no cause, but where the launcher saw a rank fail first, that rank is where to look
             rank = self._first_failed_rank
             failed = "" if rank is None else f"; the launcher saw rank {rank} fail first"
-            if rank is not None and self._launcher_failed is not None and self._launcher_failed[0] == rank:
-                failed += f" (exit code {self._launcher_failed[1]})"
+            failure = self._launcher_failure
+            if rank is not None and self._root_cause_rank is None and failure is not None:
+                failed += f" (exit code {failure[1]})"
             return Verdict(
                 Category.UNKNOWN,
                 0.0,

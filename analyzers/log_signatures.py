@@ -320,7 +320,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "scheduler-memory-limit",
         _C.HOST_OOM,
         "memory limit|term_memlimit",
-        r"exceeded (?:job )?memory limit|TERM_MEMLIMIT: job killed",
+        # (not "Exceeded job memory limit at some point.": a warning, the job may complete)
+        r"exceeded (?:job )?memory limit(?! at some point)|TERM_MEMLIMIT: job killed",
         0.9,
         "the scheduler killed the job for exceeding its memory limit",
     ),
@@ -329,13 +330,22 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ray-memory-monitor-kill",
         _C.HOST_OOM,
-        "running low on memory|memory pressure|ray-oom-prevention",
+        "running low on memory|memory pressure",
         r"was killed due to the node running low on memory"
-        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"
-        # Ray prints its OOM-prevention advice with the memory monitor's report of a kill
-        r"|docs\.ray\.io/\S*/ray-oom-prevention",
+        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
         0.85,
         "Ray killed a worker: the node ran low on host memory",
+    ),
+    # Ray prints its OOM-prevention advice with its memory monitor's report of a kill; Ray
+    # retries what it killed, so the advice alone is a symptom
+    _s(
+        "ray-oom-advice",
+        _C.HOST_OOM,
+        "ray-oom-prevention",
+        r"docs\.ray\.io/\S*/ray-oom-prevention",
+        0.55,
+        "Ray's memory monitor killed a worker (host memory)",
+        symptom=True,
     ),
     # A shell's report of a child it lost to SIGKILL (`script: line 10:    93 Killed   cmd`) and
     # mpirun's: no Python error beside them, so the OOM killer is the usual sender.
@@ -468,9 +478,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "orte-lost-daemon",
         _C.NODE_FAILURE,
         "lost communication",
-        r"ORTE has lost communication with (?:a|its) remote daemon",
+        r"ORTE has lost communication with (?:a remote|its(?: remote)?) daemon",
         0.75,
         "mpirun lost a node's daemon (the node or its link went away)",
+        symptom=True,
     ),
     # --- infrastructure -------------------------------------------------------------------------
     _s(
@@ -496,6 +507,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"will be terminated soon \(reason: [\w-]*(?:termination|preempt|spot|drain)[\w-]*\)",
         0.7,
         "the cluster's autoscaler took the job's nodes away",
+        symptom=True,
     ),
     # evicted because the node's local disk filled up: the disk is the cause, not the scheduler
     _s(
@@ -599,7 +611,8 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.RENDEZVOUS_ERROR,
         "socket",
         r"client socket has timed out after \S+ while trying to connect to"
-        r"|client socket has failed to connect to (?:any network address of|\S+:\d+)",
+        # (not "failed to connect to [host]:port": a warning of one retry)
+        r"|client socket has failed to connect to any network address of",
         0.85,
         "could not reach the rendezvous store",
     ),
@@ -837,8 +850,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "status_execution_failed|cublas error|kernel execution error",
         r"CUBLAS_STATUS_EXECUTION_FAILED|CUDNN_STATUS_EXECUTION_FAILED"
         r"|cuBLAS Error: the function failed to launch on the GPU"
-        # DeepSpeed's transformer kernels report a failed launch this way
-        r"|^!!!! kernel execution error\.",
+        # DeepSpeed's cuBLAS wrappers print the status (13: execution failed; 3: alloc failed)
+        r"|^!!!! kernel execution error\.(?!.*\berror: (?!13\b)\d+)",
         0.75,
         "cuBLAS/cuDNN kernel execution failed",
     ),
@@ -1088,8 +1101,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cublas-alloc-failed",
         _C.GPU_OOM,
-        "alloc_failed",
-        r"CUBLAS_STATUS_ALLOC_FAILED",
+        "alloc_failed|kernel execution error",
+        r"CUBLAS_STATUS_ALLOC_FAILED|^!!!! kernel execution error\..*\berror: 3\b",
         0.7,
         "cuBLAS could not allocate GPU memory",
     ),
@@ -1196,9 +1209,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "remote-read-timeout",
         _C.DATA_PIPELINE_ERROR,
         "read timed out",
-        r"ReadTimeoutError: HTTPS?ConnectionPool\(host=\S+ port=\d+\): Read timed out",
+        r"ReadTimeoutError: HTTPS?ConnectionPool\(host=(?!'?api\.wandb\.ai)\S+ port=\d+\): Read timed out",
         0.6,
         "a read from a remote data source timed out",
+        symptom=True,
     ),
     _s(
         "arrow-offset-overflow",

@@ -1025,7 +1025,8 @@ def test_a_loss_scale_halving_is_instability_only_once_it_reaches_single_digits(
         (["Epoch 3/10", "Killed  "], C.HOST_OOM),
         (
             [
-                "torch.distributed.DistNetworkError: The client socket has failed to connect to "
+                "torch.distributed.DistNetworkError: The client socket has failed to connect to any "
+                "network address of (10.0.0.5, 29500). The client socket has failed to connect to "
                 "10.0.0.5:29500 (errno: 111 - Connection refused)."
             ],
             C.RENDEZVOUS_ERROR,
@@ -1162,3 +1163,101 @@ def test_deepspeeds_dead_child_is_named_across_its_wrapped_command_line():
         "[ERROR] [launch.py:321:sigkill_handler] ['x'] exits with return code = -9",
     ]
     assert classify_lines(far).culprit.rank is None
+
+
+@pytest.mark.parametrize(
+    ("lines", "category"),
+    [
+        # what a review found those families must not claim (2026-12-07): warnings of jobs that
+        # go on, and symptoms printed after the real cause
+        (["slurmstepd: error: Exceeded job memory limit at some point."], C.UNKNOWN),
+        (
+            [
+                "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
+                "(errno: 99 - Cannot assign requested address).",
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            ],
+            C.GPU_OOM,
+        ),
+        (
+            [
+                "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='api.wandb.ai', port=443): "
+                "Read timed out. (read timeout=20)",
+                "epoch 2 done",
+            ],
+            C.UNKNOWN,
+        ),
+        (
+            [
+                "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cdn.example.com', port=443): "
+                "Read timed out.",
+                "Traceback (most recent call last):",
+                "KeyError: 'labels'",
+            ],
+            C.USER_CODE_ERROR,
+        ),
+        (
+            [
+                "[1,3]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered",
+                "ORTE has lost communication with a remote daemon.",
+            ],
+            C.CUDA_ERROR,
+        ),
+        (["ORTE has lost communication with its daemon located on node:"], C.NODE_FAILURE),
+        (
+            [
+                "(autoscaler +1m) Instance i-1 (node IP: 10.0.0.2) will be terminated soon "
+                "(reason: kubernetes-pod-termination).",
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+            ],
+            C.GPU_OOM,
+        ),
+        (
+            [
+                "(raylet) Refer to the documentation on how to address the out of memory issue: "
+                "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.",
+                "Traceback (most recent call last):",
+                "KeyError: 'reward'",
+            ],
+            C.USER_CODE_ERROR,
+        ),
+        (["!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 3)"], C.GPU_OOM),
+        (["!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 13)"], C.CUDA_ERROR),
+    ],
+)
+def test_what_rounds_thirteen_and_fourteen_families_must_not_claim(lines, category):
+    assert classify_lines(lines).category is category
+
+
+def test_a_launchers_failed_child_is_a_culprit_only_where_its_local_rank_is_the_job_rank():
+    failed = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: {code}) local_rank: 1 (pid: 77) of binary: /usr/bin/python3"
+    # a child torchrun stopped with SIGTERM (a time limit) did not fail
+    verdict = classify_lines(
+        [
+            "slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2024-01-01 DUE TO TIME LIMIT ***",
+            failed.format(code=-15),
+        ]
+    )
+    assert verdict.category is C.PREEMPTION and verdict.culprit.rank is None
+    assert classify_lines(["epoch 1", failed.format(code=-15)]).culprit.rank is None
+    # two nodes in the log: local rank 1 is not global rank 1
+    two_nodes = [
+        "node-a:11:22 [0] NCCL INFO comm 0x1 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE",
+        "node-b:33:44 [1] NCCL INFO comm 0x2 rank 3 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE",
+        "node-b:33:44 [1] NCCL WARN Cuda failure 'out of memory'",
+        failed.format(code=1),
+    ]
+    assert classify_lines(two_nodes).culprit.rank in (None, 3)
+    # a Root Cause block names the global rank; the agent's line's exit code is not its
+    block = [
+        failed.format(code=1),
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-01-01_00:00:00",
+        "  host      : node-a",
+        "  rank      : 5 (local_rank: 1)",
+        "  exitcode  : -6 (pid: 99)",
+        "=======================================",
+    ]
+    verdict = classify_lines(block)
+    assert verdict.culprit.rank == 5 and "exit code 1" not in verdict.summary
