@@ -156,3 +156,11 @@ def test_bench_analyze_scale_times_the_whole_analysis_by_stage_at_each_size(caps
 def test_bench_analyze_scale_rejects_a_rank_list_it_cannot_read():
     with pytest.raises(ConfigError):
         AnalyzeScaleConfig(ranks="1024,lots")
+
+
+def test_bench_probe_times_the_progress_probe_with_and_without_the_history(capsys):
+    args = ["bench", "probe", "--json", "--nodes", "1", "--old-segments", "12", "--repeat", "1"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["same_progress"] and out["old_segments_per_table_and_node"] == 12
+    assert out["probe_with_history_s"] > 0 and out["probe_from_attempt_start_s"] > 0

@@ -148,3 +148,27 @@ def test_rank_helpers(tmp_path):
         # write_rank delays rank r by 10 ms at every collective: the highest rank arrives last.
         assert (first.group, first.seq, first.last_rank, first.ranks) == ("0", 0, 2, 3)
         assert abs(first.spread_s - 0.02) < 1e-9
+
+
+def test_newer_than_leaves_out_segments_whose_rows_are_all_older(tmp_path):
+    """A probe about the last minutes opens only the segments that can hold them; a segment
+    that reaches past the bound is read whole (rows older than it included: only files are
+    pruned, never rows)."""
+
+    def steps(times):
+        return [
+            {"job_id": "j", "attempt": 0, "rank": 0, "step": i, "end_time": t} for i, t in enumerate(times)
+        ]
+
+    with StoreWriter(tmp_path, "node0") as w:
+        w.append_rows("steps", steps([100.0, 200.0]))  # history
+        w.append_rows("steps", steps([900.0, 1100.0]))  # reaches past the bound
+        w.append_rows("steps", steps([1500.0]))
+        w.append_rows("events", [{"job_id": "j", "time": 50.0, "kind": "init_done"}])
+    with open_snapshot(tmp_path) as snap:
+        assert snap.count("steps") == 5 and snap.count("events") == 1
+    with open_snapshot(tmp_path, newer_than=1000.0) as snap:
+        times = sorted(t for (t,) in snap.con.execute("SELECT end_time FROM steps").fetchall())
+        assert times == [900.0, 1100.0, 1500.0]
+        assert snap.count("events") == 0  # the view is there, empty
+        assert not snap.problems

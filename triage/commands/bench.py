@@ -25,6 +25,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "report",
         "`triage report` over a synthetic 10,000-job, 1,000-node history: time, memory, lemon nodes found",
     ),
+    "probe": (
+        "probe",
+        "the supervisor's progress probe on a data dir with history: with it opened and left out",
+    ),
     "bad-inputs": (
         "bad_inputs",
         "damaged spools, manifests and segments beside good data: contained, reported, rows lost",

@@ -39,6 +39,9 @@ from triage.verdict import Verdict
 _COMPACT_AT_SEGMENTS = 32
 #: Throughput is measured over the steps that ended in this many recent seconds.
 _RATE_WINDOW_S = 10.0
+#: How far a node's clock may lag the supervisor's: a progress probe opens only the store
+#: segments with records from this long before the attempt started on.
+_CLOCK_SKEW_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,10 @@ def read_attempt_progress(
     (one from before is a condition the node had, never this attempt's fault)."""
     now = time.time()
     params = {"job": job_id, "run": run_id, "attempt": attempt}
-    with open_snapshot(data_dir, now=now) as snap:
+    # every record of the attempt is newer than its start (less the nodes' clock skew): the
+    # history of the data dir need not be opened on every probe
+    newer_than = None if since is None else since - _CLOCK_SKEW_S
+    with open_snapshot(data_dir, now=now, newer_than=newer_than) as snap:
         row = snap.con.execute(_PROGRESS_SQL, {**params, "now": now, "win": _RATE_WINDOW_S}).fetchone()
         fault = None
         if since is not None:
