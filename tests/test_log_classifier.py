@@ -1018,55 +1018,50 @@ def test_a_loss_scale_halving_is_instability_only_once_it_reaches_single_digits(
     assert classify_lines([settling, tiny]).category is C.NUMERICAL_INSTABILITY
 
 
-@pytest.mark.parametrize(
-    ("lines", "category"),
-    [
-        # the families of rounds 11 and 12's misses, in forms other than the logs they came from
-        (["Epoch 3/10", "Killed  "], C.HOST_OOM),
-        (
-            [
-                "torch.distributed.DistNetworkError: The client socket has failed to connect to any "
-                "network address of (10.0.0.5, 29500). The client socket has failed to connect to "
-                "10.0.0.5:29500 (errno: 111 - Connection refused)."
-            ],
-            C.RENDEZVOUS_ERROR,
-        ),
-        (
-            ["RuntimeError: The server socket has failed to listen on any local network address.port: 29400"],
-            C.RENDEZVOUS_ERROR,
-        ),
-        (
-            [
-                "RuntimeError: /opt/TransformerEngine/transformer_engine/common/gemm/cublaslt_gemm.cu:512 in "
-                "function cublas_gemm: cuBLAS Error: the function failed to launch on the GPU"
-            ],
-            C.CUDA_ERROR,
-        ),
-        (
-            [
-                "Traceback (most recent call last):",
-                '  File "/venv/torch/distributed/checkpoint/default_planner.py", line 235, in '
-                "create_default_local_load_plan",
-                "KeyError: 'model.layers.0.mlp.up_proj.weight'",
-            ],
-            C.CHECKPOINT_ERROR,
-        ),
-        (
-            [
-                "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='s3.us-east-1.amazonaws.com', "
-                "port=443): Read timed out. (read timeout=60)"
-            ],
-            C.DATA_PIPELINE_ERROR,
-        ),
-        # and what must not read as them: a launcher killing its children, a KeyError outside a
-        # checkpoint load
-        (["[INFO] [launch.py:315:sigkill_handler] Killing subprocess 18507"], C.UNKNOWN),
-        (["Killed 3 stale workers before the next epoch", "epoch 4 done"], C.UNKNOWN),
-        (["Traceback (most recent call last):", "KeyError: 'input_ids'"], C.USER_CODE_ERROR),
-    ],
-)
-def test_round_eleven_and_twelve_families_in_other_forms(lines, category):
-    assert classify_lines(lines).category is category
+_ROUNDS_11_12 = [
+    # the families of rounds 11 and 12's misses, in forms other than the logs they came from
+    (["Epoch 3/10", "Killed  "], C.HOST_OOM),
+    (
+        [
+            "torch.distributed.DistNetworkError: The client socket has failed to connect to any "
+            "network address of (10.0.0.5, 29500). The client socket has failed to connect to "
+            "10.0.0.5:29500 (errno: 111 - Connection refused)."
+        ],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        ["RuntimeError: The server socket has failed to listen on any local network address.port: 29400"],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: /opt/TransformerEngine/transformer_engine/common/gemm/cublaslt_gemm.cu:512 in "
+            "function cublas_gemm: cuBLAS Error: the function failed to launch on the GPU"
+        ],
+        C.CUDA_ERROR,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/venv/torch/distributed/checkpoint/default_planner.py", line 235, in '
+            "create_default_local_load_plan",
+            "KeyError: 'model.layers.0.mlp.up_proj.weight'",
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='s3.us-east-1.amazonaws.com', "
+            "port=443): Read timed out. (read timeout=60)"
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    # and what must not read as them: a launcher killing its children, a KeyError outside a
+    # checkpoint load
+    (["[INFO] [launch.py:315:sigkill_handler] Killing subprocess 18507"], C.UNKNOWN),
+    (["Killed 3 stale workers before the next epoch", "epoch 4 done"], C.UNKNOWN),
+    (["Traceback (most recent call last):", "KeyError: 'input_ids'"], C.USER_CODE_ERROR),
+]
 
 
 def test_the_rank_torchruns_agent_saw_fail_first_is_the_culprit_where_no_line_names_one():
@@ -1088,60 +1083,55 @@ def test_the_rank_torchruns_agent_saw_fail_first_is_the_culprit_where_no_line_na
     assert classify_lines(["Epoch 1"]).culprit.rank is None
 
 
-@pytest.mark.parametrize(
-    ("lines", "category"),
-    [
-        # the families of rounds 13 and 14's misses, in forms other than the logs they came from
-        (
-            [
-                "node7:2211:2290 [3] NCCL WARN Duplicate GPU detected : rank 2 and rank 3 both on CUDA device 3b000"
-            ],
-            C.USER_CODE_ERROR,
-        ),
-        (
-            [
-                "slurmstepd: error: Job 99 exceeded memory limit (9000000 > 8000000), being killed",
-                "slurmstepd: error: *** JOB 99 ON gpu12 CANCELLED AT 2024-01-01T00:00:00 ***",
-            ],
-            C.HOST_OOM,
-        ),
-        (["TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."], C.HOST_OOM),
-        (["ORTE has lost communication with a remote daemon."], C.NODE_FAILURE),
-        (["ORTE was unable to reliably start one or more daemons."], C.RENDEZVOUS_ERROR),
-        (
-            [
-                "(autoscaler +3m) Instance i-0abc (node IP: 10.0.0.9) will be terminated soon (reason: spot-preemption)."
-            ],
-            C.PREEMPTION,
-        ),
-        (["[1,7]<stderr>:!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 13)"], C.CUDA_ERROR),
-        (
-            ["pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays, consider casting input"],
-            C.DATA_PIPELINE_ERROR,
-        ),
-        (
-            ["OSError: [Errno 39] Directory not empty: '/out/tmp-checkpoint-500' -> '/out/checkpoint-500'"],
-            C.CHECKPOINT_ERROR,
-        ),
-        (
-            [
-                "(raylet) Refer to the documentation on how to address the out of memory issue: "
-                "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html."
-            ],
-            C.HOST_OOM,
-        ),
-        # and what must not read as them: an autoscaler scaling down an idle node, a memory limit
-        # set in a config dump, a directory that is not a checkpoint's
-        (
-            ["(autoscaler +9m) Instance i-0abc (node IP: 10.0.0.9) will be terminated soon (reason: idle)."],
-            C.UNKNOWN,
-        ),
-        (["memory limit: 64G (per node)", "epoch 3 done"], C.UNKNOWN),
-        (["OSError: [Errno 39] Directory not empty: '/data/cache/shards'"], C.UNKNOWN),
-    ],
-)
-def test_round_thirteen_and_fourteen_families_in_other_forms(lines, category):
-    assert classify_lines(lines).category is category
+_ROUNDS_13_14 = [
+    # the families of rounds 13 and 14's misses, in forms other than the logs they came from
+    (
+        [
+            "node7:2211:2290 [3] NCCL WARN Duplicate GPU detected : rank 2 and rank 3 both on CUDA device 3b000"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "slurmstepd: error: Job 99 exceeded memory limit (9000000 > 8000000), being killed",
+            "slurmstepd: error: *** JOB 99 ON gpu12 CANCELLED AT 2024-01-01T00:00:00 ***",
+        ],
+        C.HOST_OOM,
+    ),
+    (["TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."], C.HOST_OOM),
+    (["ORTE has lost communication with a remote daemon."], C.NODE_FAILURE),
+    (["ORTE was unable to reliably start one or more daemons."], C.RENDEZVOUS_ERROR),
+    (
+        [
+            "(autoscaler +3m) Instance i-0abc (node IP: 10.0.0.9) will be terminated soon (reason: spot-preemption)."
+        ],
+        C.PREEMPTION,
+    ),
+    (["[1,7]<stderr>:!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 13)"], C.CUDA_ERROR),
+    (
+        ["pyarrow.lib.ArrowInvalid: offset overflow while concatenating arrays, consider casting input"],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (
+        ["OSError: [Errno 39] Directory not empty: '/out/tmp-checkpoint-500' -> '/out/checkpoint-500'"],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "(raylet) Refer to the documentation on how to address the out of memory issue: "
+            "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html."
+        ],
+        C.HOST_OOM,
+    ),
+    # and what must not read as them: an autoscaler scaling down an idle node, a memory limit
+    # set in a config dump, a directory that is not a checkpoint's
+    (
+        ["(autoscaler +9m) Instance i-0abc (node IP: 10.0.0.9) will be terminated soon (reason: idle)."],
+        C.UNKNOWN,
+    ),
+    (["memory limit: 64G (per node)", "epoch 3 done"], C.UNKNOWN),
+    (["OSError: [Errno 39] Directory not empty: '/data/cache/shards'"], C.UNKNOWN),
+]
 
 
 def test_deepspeeds_dead_child_is_named_across_its_wrapped_command_line():
@@ -1165,68 +1155,63 @@ def test_deepspeeds_dead_child_is_named_across_its_wrapped_command_line():
     assert classify_lines(far).culprit.rank is None
 
 
-@pytest.mark.parametrize(
-    ("lines", "category"),
-    [
-        # what a review found those families must not claim (2026-12-07): warnings of jobs that
-        # go on, and symptoms printed after the real cause
-        (["slurmstepd: error: Exceeded job memory limit at some point."], C.UNKNOWN),
-        (
-            [
-                "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
-                "(errno: 99 - Cannot assign requested address).",
-                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-            ],
-            C.GPU_OOM,
-        ),
-        (
-            [
-                "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='api.wandb.ai', port=443): "
-                "Read timed out. (read timeout=20)",
-                "epoch 2 done",
-            ],
-            C.UNKNOWN,
-        ),
-        (
-            [
-                "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cdn.example.com', port=443): "
-                "Read timed out.",
-                "Traceback (most recent call last):",
-                "KeyError: 'labels'",
-            ],
-            C.USER_CODE_ERROR,
-        ),
-        (
-            [
-                "[1,3]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered",
-                "ORTE has lost communication with a remote daemon.",
-            ],
-            C.CUDA_ERROR,
-        ),
-        (["ORTE has lost communication with its daemon located on node:"], C.NODE_FAILURE),
-        (
-            [
-                "(autoscaler +1m) Instance i-1 (node IP: 10.0.0.2) will be terminated soon "
-                "(reason: kubernetes-pod-termination).",
-                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
-            ],
-            C.GPU_OOM,
-        ),
-        (
-            [
-                "(raylet) Refer to the documentation on how to address the out of memory issue: "
-                "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.",
-                "Traceback (most recent call last):",
-                "KeyError: 'reward'",
-            ],
-            C.USER_CODE_ERROR,
-        ),
-        (["!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 3)"], C.GPU_OOM),
-        (["!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 13)"], C.CUDA_ERROR),
-    ],
-)
-def test_what_rounds_thirteen_and_fourteen_families_must_not_claim(lines, category):
-    assert classify_lines(lines).category is category
+_REVIEWED = [
+    # what a review found those families must not claim (2026-12-07): warnings of jobs that
+    # go on, and symptoms printed after the real cause
+    (["slurmstepd: error: Exceeded job memory limit at some point."], C.UNKNOWN),
+    (
+        [
+            "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
+            "(errno: 99 - Cannot assign requested address).",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='api.wandb.ai', port=443): "
+            "Read timed out. (read timeout=20)",
+            "epoch 2 done",
+        ],
+        C.UNKNOWN,
+    ),
+    (
+        [
+            "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cdn.example.com', port=443): "
+            "Read timed out.",
+            "Traceback (most recent call last):",
+            "KeyError: 'labels'",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "[1,3]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered",
+            "ORTE has lost communication with a remote daemon.",
+        ],
+        C.CUDA_ERROR,
+    ),
+    (["ORTE has lost communication with its daemon located on node:"], C.NODE_FAILURE),
+    (
+        [
+            "(autoscaler +1m) Instance i-1 (node IP: 10.0.0.2) will be terminated soon "
+            "(reason: kubernetes-pod-termination).",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "(raylet) Refer to the documentation on how to address the out of memory issue: "
+            "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.",
+            "Traceback (most recent call last):",
+            "KeyError: 'reward'",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (["!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 3)"], C.GPU_OOM),
+    (["!!!! kernel execution error. (m: 1024, n: 4096, k: 1024, error: 13)"], C.CUDA_ERROR),
+]
 
 
 def test_a_launchers_failed_child_is_a_culprit_only_where_its_local_rank_is_the_job_rank():
@@ -1261,3 +1246,8 @@ def test_a_launchers_failed_child_is_a_culprit_only_where_its_local_rank_is_the_
     ]
     verdict = classify_lines(block)
     assert verdict.culprit.rank == 5 and "exit code 1" not in verdict.summary
+
+
+@pytest.mark.parametrize(("lines", "category"), _ROUNDS_11_12 + _ROUNDS_13_14 + _REVIEWED)
+def test_rounds_eleven_to_fourteen_families_in_other_forms_and_what_they_must_not_claim(lines, category):
+    assert classify_lines(lines).category is category
