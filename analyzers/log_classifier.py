@@ -321,7 +321,12 @@ class LogClassifier:
         match = classify_line(text)
         if match is None:
             return None
-        if match.rank is None and self._ds_command and self.lines - self._ds_command[0] <= _DS_WRAP_LINES:
+        if (
+            match.rank is None
+            and match.signature == "launcher-child-sigkill"
+            and self._ds_command
+            and self.lines - self._ds_command[0] <= _DS_WRAP_LINES
+        ):
             match = dataclasses.replace(match, rank=self._ds_command[1])
         if closed is not None and match.signature in closed[1].signatures:
             function, context = closed
@@ -461,7 +466,7 @@ class LogClassifier:
             rank = self._first_failed_rank
             failed = "" if rank is None else f"; the launcher saw rank {rank} fail first"
             failure = self._launcher_failure
-            if rank is not None and self._root_cause_rank is None and failure is not None:
+            if self._root_cause_rank is None and failure is not None:  # the rank is its
                 failed += f" (exit code {failure[1]})"
             return Verdict(
                 Category.UNKNOWN,
