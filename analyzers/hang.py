@@ -154,12 +154,22 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     # Ranks that raised an error before the waiters gave up left the group (they crashed or lost
     # their connections): the wait follows from their failure. Ranks that never entered and
     # raised nothing meanwhile are stuck elsewhere: the hang's culprits when they are fewer than
-    # half of the group. In a pair the heartbeats cannot tell the stuck rank from the waiting
-    # one's peer that left; the Flight Recorder's stacks name it there.
+    # half of the group, or exactly half (a pair: a 2-rank job, a tensor-parallel pair) where
+    # each went on heartbeating outside any collective from well after the waiters entered until
+    # they gave up: stuck, not dead (a killed rank's beats stop about when its peers begin to
+    # wait, and a few seconds before the supervisor stops them) and not waiting on another group.
     raised = ev[ev["kind"] == "exception"].groupby("rank")["time"].min()
     wait_end = float(waiters["alive_until"].max())
     left = [r for r in culprits if r in raised.index and float(raised[r]) <= wait_end]
-    if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
+    margin = cfg.blocked_at_end_s
+    stuck_outside = all(
+        r in st.index
+        and pd.isna(st.at[r, "inflight_group"])
+        and float(st.at[r, "time"]) >= max(since + margin, float(waiters["time"].max()) - margin)
+        for r in culprits
+    )
+    named = len(culprits) * 2 < len(members) or (len(culprits) * 2 == len(members) and stuck_outside)
+    if culprits and len(left) < len(culprits) and named:
         culprit = (
             rank_culprit(job, attempt, culprits[0])
             if len(culprits) == 1
