@@ -238,6 +238,29 @@ def _drop_vague_duplicates(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
+def _flight_recorder_over_heartbeats(findings: list[Finding]) -> list[Finding]:
+    """A hang the heartbeats name and the Flight Recorder names too, with the same culprit, is
+    one hang seen twice: the recorder's finding also says where the culprit's main thread is, so
+    it is the one reported, and the heartbeats' becomes its corroboration (a symptom, so it no
+    longer competes for the root by which witness happened to timestamp the wait first)."""
+    recorded = {
+        (f.attempt, f.verdict.culprit.rank)
+        for f in findings
+        if f.verdict.category is Category.COLLECTIVE_TIMEOUT
+        and f.verdict.culprit.rank is not None
+        and any(e.source == "flight_recorder" for e in f.verdict.evidence)
+    }
+    for f in findings:
+        v = f.verdict
+        if (
+            v.category is Category.COLLECTIVE_TIMEOUT
+            and (f.attempt, v.culprit.rank) in recorded
+            and not any(e.source == "flight_recorder" for e in v.evidence)
+        ):
+            f.symptom = True
+    return findings
+
+
 _WORKER_DEATH = re.compile(r"DataLoader worker \(pids?")
 
 
@@ -291,6 +314,7 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
         *stragglers.findings,
         *ledger_findings(job, cfg),
     ]
+    findings = _flight_recorder_over_heartbeats(findings)
     findings = full_disk_causes(job, _drop_vague_duplicates(_teardown_consequences(findings, cfg)), cfg)
     findings += down_nic_findings(job, findings, cfg)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
