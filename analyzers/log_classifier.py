@@ -164,11 +164,32 @@ def _cause_xid(body: str, code: int) -> int:
 _ORDER = {sig: i for i, sig in enumerate(SIGNATURES)}
 
 
+#: A launcher's label in front of every line of one host or task: pdsh's `node2: ` (DeepSpeed's
+#: multi-node runner), srun --label's `15: `. A host name is told from a log level or an
+#: exception name (`ERROR: `, `KeyError: `) by a digit in it, and is no rank or device.
+_HOST_LABEL_RE = re.compile(
+    r"^\s*(?!(?:rank|gpu|cuda|device|step|epoch|iter|iteration|batch|layer)\d)(?:([A-Za-z][\w.-]*\d[\w.-]*)|\d+): ",
+    re.I,
+)
+
+
 def classify_line(text: str) -> LineMatch | None:
-    """The strongest signature on one line, with the rank/node/GPU the line itself prints."""
+    """The strongest signature on one line, with the rank/node/GPU the line itself prints. A line
+    that matches nothing is read again without a launcher's host or task label in front; the
+    host a label names is the line's node where the line names none."""
     found = set(KEYWORDS_RE.findall(text.lower()))
     if not found or " NCCL INFO " in text:
         return None  # NCCL INFO lines report normal set-up, even "cannot open shared object"
+    match = _classify_body(text, found)
+    label = _HOST_LABEL_RE.match(text)
+    if match is None and label:
+        match = _classify_body(text[label.end() :], found)
+    if match is not None and match.node is None and label and label.group(1):
+        match = dataclasses.replace(match, node=label.group(1))
+    return match
+
+
+def _classify_body(text: str, found: set[str]) -> LineMatch | None:
     body = _PREFIX_RE.sub("", text, count=1)
     candidates = {sig for k in found for sig in SIGNATURES_BY_KEYWORD[k]}
     best: tuple[float, str, Category, str, bool, int | None, str | None] | None = None
@@ -210,8 +231,10 @@ class _Hit:
 
 _HARDWARE_LAYERS = (Layer.GPU, Layer.HOST)
 _TRACEBACK_START = "Traceback (most recent call last)"
-_LINE_PREFIX_RE = re.compile(r"^(?:(\[\w+\]:) ?)?")  # torchrun's rank prefix and its space
-_FRAME_RE = re.compile(r'^\s*File ".*", line \d+, in (\w+)\s*$')
+#: What keeps ranks' interleaved tracebacks apart: a launcher's host or task label and
+#: torchrun's rank prefix (`node2: [rank3]: `), each where present.
+_LINE_PREFIX_RE = re.compile(r"^((?:\s*(?:[A-Za-z][\w.-]*\d[\w.-]*|\d+): )?(?:\[\w+\]: ?)?)")
+_FRAME_RE = re.compile(r'^\s*File "(.*)", line \d+, in (\w+)\s*$')
 
 
 @dataclass(frozen=True)
@@ -225,6 +248,11 @@ class _FrameContext:
     category: Category
     signatures: frozenset[str]
     phase: str
+    #: a frame in a file whose path this finds is in the phase too, whatever its function
+    path: re.Pattern[str] | None = None
+
+    def holds(self, path: str, function: str) -> bool:
+        return bool(self.function.fullmatch(function) or (self.path and self.path.search(path)))
 
 
 _UNSPECIFIC = frozenset({"python-exception", "generic-runtime-error"})
@@ -236,6 +264,16 @@ _FRAME_CONTEXTS = (
         Category.CHECKPOINT_ERROR,
         _UNSPECIFIC,
         "a checkpoint save or load",
+        # the distributed checkpoint libraries themselves: Megatron's and PyTorch's
+        re.compile(r"[/\\](?:dist_checkpointing|distributed[/\\]checkpoint)[/\\]"),
+    ),
+    # building the datasets (Megatron's, NeMo's, GPT-NeoX's build_train_valid_test_datasets):
+    # an unspecific error there is the input pipeline's, such as a data or index file not found
+    _FrameContext(
+        re.compile(r"_?build\w*datasets?\w*", re.IGNORECASE),
+        Category.DATA_PIPELINE_ERROR,
+        _UNSPECIFIC,
+        "building the datasets",
     ),
     # the process group's set-up: its store barrier, the rendezvous handlers
     _FrameContext(
@@ -268,9 +306,9 @@ class _Tracebacks:
             return None
         if "File " in body and (f := _FRAME_RE.match(body)):
             # a frame opens a traceback too: a log cut by a thread often starts inside one
-            context = next((c for c in _FRAME_CONTEXTS if c.function.fullmatch(f.group(1))), None)
+            context = next((c for c in _FRAME_CONTEXTS if c.holds(f.group(1), f.group(2))), None)
             if context is not None and (prefix in self._open or len(self._open) < MAX_DISTINCT):
-                self._open[prefix] = (f.group(1), context)
+                self._open[prefix] = (f.group(2), context)
             return None
         if prefix not in self._open:
             return None

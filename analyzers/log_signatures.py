@@ -394,6 +394,17 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "no space left on device",
     ),
+    # ENOTCONN on a file: the daemon behind a FUSE mount (gcsfuse, s3fs, Alluxio, Google Drive)
+    # went away. Only with a path or a file-system layer named; on a socket it is the network's.
+    _s(
+        "fuse-mount-gone",
+        _C.STORAGE_ERROR,
+        "transport endpoint is not connected",
+        r"'/[^']*': Transport endpoint is not connected|Transport endpoint is not connected: '/"
+        r"|(?:file_system|close\(\) failed|fsspec)\S*.{0,40}Transport endpoint is not connected",
+        0.8,
+        "a mounted file system's daemon went away (Transport endpoint is not connected)",
+    ),
     _s("storage-full", _C.STORAGE_ERROR, "storagefull", r"StorageFull", 0.9, "no space left on device"),
     _s(
         "quota",
@@ -493,6 +504,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "the scheduler preempted the job",
     ),
     _s(
+        "cloud-nodes-preempted",
+        _C.PREEMPTION,
+        "pre-empted|preemptionerror",
+        r"\bPreemptionError\b|\b(?:got|was|were|been) pre-empted\b",
+        0.85,
+        "the cloud reclaimed the job's (low-priority or spot) nodes",
+    ),
+    _s(
         "slurm-time-limit",
         _C.PREEMPTION,
         "time limit",
@@ -513,9 +532,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "pod-evicted-disk",
         _C.STORAGE_ERROR,
-        "ephemeral-storage|diskpressure",
+        "ephemeral-storage|ephemeral local storage|diskpressure",
         # not a node's condition table with DiskPressure False: an eviction that names it
-        r"low on resource: ephemeral-storage|ephemeral[- ]storage usage .*exceeds"
+        r"low on resource: ephemeral-storage|ephemeral[- ](?:local )?storage usage .*exceeds"
         r"|evict\w*\b.*\bDiskPressure\b|\bDiskPressure\b.*\bevict",
         0.85,
         "the pod was evicted because the node's disk filled up",
@@ -524,7 +543,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "pod-evicted",
         _C.PREEMPTION,
         "evict|low on resource",
-        r"\bpod (?:was )?evicted|The node was low on resource: (?!ephemeral-storage)|^\s*Reason:\s+Evicted\b",
+        r"\bpod (?:was )?evicted|The node was low on resource: (?!ephemeral-storage)"
+        r"|^\s*Reason:\s+Evicted\b|\bMPIJobEvicted\b|\b\d+/\d+ workers are evicted",
         0.8,
         "the pod was evicted",
     ),
@@ -566,6 +586,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Received (?:Signals\.)?SIGTERM death signal|SignalException: Process \d+ got signal: 15",
         0.6,
         "the launcher received SIGTERM from outside",
+    ),
+    # jax.distributed.initialize: the processes never all reached the coordination service
+    _s(
+        "jax-coordination-connect",
+        _C.RENDEZVOUS_ERROR,
+        "pjrt_client_connect",
+        r"Barrier timed out\. Barrier_id: PjRT_Client_Connect",
+        0.85,
+        "JAX's processes did not all connect to the coordination service",
     ),
     _s(
         "rdzv-timeout",
@@ -738,9 +767,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "nccl-socket-failed",
         _C.NETWORK_ERROR,
-        "nccl warn",
+        "nccl warn|net : call to",
         r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed"
-        r"|Net : Call to (?:recv|send|connect) .*failed|NET/Socket : socket progress error)",
+        r"|Net : Call to (?:recv|send|connect) .*failed|NET/Socket : socket progress error)"
+        r"|^\s*Net : Call to (?:recv|send|connect) .*failed",
         0.6,
         "NCCL socket failure",
         symptom=True,
@@ -960,6 +990,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "the checkpoint does not match the model (state_dict keys)",
     ),
     _s(
+        "tf-key-not-in-checkpoint",
+        _C.CHECKPOINT_ERROR,
+        "not found in checkpoint",
+        r"\bKey \S+ not found in checkpoint",
+        0.85,
+        "the checkpoint does not match the model (a variable not found in it)",
+    ),
+    _s(
         "state-dict-size-mismatch",
         _C.CHECKPOINT_ERROR,
         "copying a param",
@@ -1099,6 +1137,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "XLA ran out of device memory",
     ),
     _s(
+        "xla-hbm-exhausted",
+        _C.GPU_OOM,
+        "memory space hbm|hbm capacity",
+        r"Ran out of memory in memory space hbm|Exceeded hbm capacity",
+        0.9,
+        "the accelerator's HBM is too small for the compiled program",
+    ),
+    _s(
         "cublas-alloc-failed",
         _C.GPU_OOM,
         "alloc_failed|kernel execution error",
@@ -1140,6 +1186,23 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\bFloatingPointError\b(?!.*inconsistent between workers)",
         0.85,
         "a FloatingPointError: NaN/Inf values in the loss or gradients",
+    ),
+    _s(
+        "overflow-skipped-iterations",
+        _C.NUMERICAL_INSTABILITY,
+        "due to overflow",
+        r"Skipped \d+ iterations in a row due to Overflow",
+        0.85,
+        "fp16 overflow on every step: the training skipped iteration after iteration",
+    ),
+    # fairseq's "grad_norm across the workers:" table, every rank's norm NaN/Inf
+    _s(
+        "grad-norm-per-rank-nonfinite",
+        _C.NUMERICAL_INSTABILITY,
+        "nan|inf",
+        r"^\s*rank\s+\d+ = [-+]?(?:nan|inf)\s*$",
+        0.8,
+        "a rank's gradient norm is NaN/Inf",
     ),
     _s(
         "grad-norm-nonfinite",
