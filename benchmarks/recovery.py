@@ -79,6 +79,15 @@ class RecoveryBenchConfig:
         default=None,
         metadata={"help": "keep the runs here (default: a temporary directory, removed afterwards)"},
     )
+    placement: str = field(
+        default="2x2",
+        metadata={
+            "help": "NODESxRANKS of the scenarios under triage run (default: the demo's 2x2); a "
+            "culprit rank the placement lacks moves to its node and local index, clamped, e.g. 2x1 "
+            "shows a pair (one rank per node: a core per process on this machine)",
+            "metavar": "NxR",
+        },
+    )
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.scenarios.split(",") if s not in SCENARIOS]
@@ -86,6 +95,17 @@ class RecoveryBenchConfig:
             raise ConfigError(
                 f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}"
             )
+        self.nodes_ranks()
+
+    def nodes_ranks(self) -> tuple[int, int]:
+        nodes, x, ranks = self.placement.lower().partition("x")
+        if not (x and nodes.isdigit() and ranks.isdigit() and int(nodes) >= 1 and int(ranks) >= 1):
+            raise ConfigError(f"--placement {self.placement!r}: write NODESxRANKS, e.g. 2x2 or 2x1")
+        if int(nodes) * int(ranks) < 2:
+            raise ConfigError(
+                f"--placement {self.placement!r}: a fault needs at least 2 ranks to recover from"
+            )
+        return int(nodes), int(ranks)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -297,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
         results = []
         for name in names:
             print(f"recovery: {name} under triage run ...", file=sys.stderr, flush=True)
-            results.append(measure_triage(name, root / name))
+            results.append(measure_triage(name, root / name, cfg.nodes_ranks()))
             _print_table(results[-1:], file=sys.stderr)
         if cfg.compare == "torchrun":
             for name in [n for n in names if n in TORCHRUN_SCENARIOS]:

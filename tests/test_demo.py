@@ -12,7 +12,7 @@ from conftest import TRIAGE_CLI
 from procs import processes_with_job
 
 from triage.store import open_snapshot
-from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS
+from triage.supervisor.scenarios import DEFAULT_SCENARIO, SCENARIOS, placed
 
 
 def demo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -32,6 +32,23 @@ def test_list_shows_every_scenario():
         assert name in proc.stdout
     for required in ("hang", "straggler", "oom", "nan", "preemption", "disk-full", "network", "sdc"):
         assert required in SCENARIOS
+
+
+def test_a_scenarios_culprit_moves_onto_a_smaller_placement_keeping_its_node():
+    assert placed("kill@step=8,rank=3", 2, 2) == "kill@step=8,rank=3"  # the demo's own
+    assert placed("kill@step=8,rank=3", 1, 4) == "kill@step=8,rank=3"  # it exists there
+    assert placed("xid@step=8,rank=3,xid=79", 2, 1) == "xid@step=8,rank=1,xid=79"  # node 1
+    assert placed("hang@step=8,rank=2", 1, 2) == "hang@step=8,rank=0"  # one node; local index 0 kept
+    assert placed("sigterm@step=8", 2, 1) == "sigterm@step=8"  # no rank: every rank
+    assert SCENARIOS["crash"].train_command(nnodes=2, nproc_per_node=1)[-1] == "kill@step=8,rank=1"
+
+
+def test_recovery_bench_placement_must_read_nodes_x_ranks():
+    for bad in ("3", "2x0", "1x1", "axb"):
+        proc = subprocess.run(
+            [*TRIAGE_CLI, "bench", "recovery", "--placement", bad], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 2 and "--placement" in proc.stderr, (bad, proc.stderr[-500:])
 
 
 def test_unknown_scenario_is_bad_usage():

@@ -8,6 +8,7 @@ NCCL's 10 minutes, so that a scenario ends within a few minutes on a 2-core mach
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 
@@ -38,9 +39,29 @@ class Scenario:
             checkpoint_every=5,
             collective_timeout=COLLECTIVE_TIMEOUT_S,
             shutdown_timeout=10,
-            inject=self.inject,
+            inject=tuple(placed(spec, nnodes, nproc_per_node) for spec in self.inject),
             extra=extra,
         )
+
+
+#: The layout (nodes, ranks per node) the scenarios' culprit ranks are written for.
+DEMO_LAYOUT = (2, 2)
+_RANK_ITEM = re.compile(r"(?<=[@,])rank=(\d+)")
+
+
+def placed(spec: str, nnodes: int, nproc_per_node: int) -> str:
+    """An `--inject` spec whose rank exists in a job of `nnodes` x `nproc_per_node`: the rank
+    where it exists, else the rank at the same node and local index of the demo's layout,
+    clamped to the job's (rank 3, the second node's second rank, is rank 1 on 2 x 1)."""
+
+    def move(m: re.Match[str]) -> str:
+        rank = int(m.group(1))
+        if rank < nnodes * nproc_per_node:
+            return m.group(0)
+        node, local = divmod(rank, DEMO_LAYOUT[1])
+        return f"rank={min(node, nnodes - 1) * nproc_per_node + min(local, nproc_per_node - 1)}"
+
+    return _RANK_ITEM.sub(move, spec)
 
 
 def train_argv(
