@@ -187,13 +187,19 @@ class Trainer:
         return step
 
     def save_checkpoint(self) -> None:
-        started = time.time()
-        self.checkpointer.save(self.step, self._state(), disk_full=self.injector.disk_full_at(self.step))
-        if self.monitor is not None:  # the blocking part of the save is what training lost
-            assert self.cfg.run_dir is not None  # filled in by TrainConfig.__post_init__
-            self.monitor.checkpoint_saved(
-                self.step, started, None, str(step_dir(self.cfg.run_dir, self.step))
-            )
+        assert self.cfg.run_dir is not None  # filled in by TrainConfig.__post_init__
+        path = str(step_dir(self.cfg.run_dir, self.step))
+        mon = self.monitor
+        # begun in the store before it is written: peers waiting on a slow write are no hang
+        started = mon.checkpoint_save_started(self.step, path) if mon else time.time()
+        try:
+            self.checkpointer.save(self.step, self._state(), disk_full=self.injector.disk_full_at(self.step))
+        except BaseException as exc:
+            if mon is not None:
+                mon.checkpoint_save_failed(self.step, path, exc)
+            raise
+        if mon is not None:  # the blocking part of the save is what training lost
+            mon.checkpoint_saved(self.step, started, None, path)
         self._after_sealed()
 
     def _after_sealed(self) -> None:

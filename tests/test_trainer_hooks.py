@@ -88,6 +88,22 @@ def test_steps_collectives_events_and_heartbeats_reach_the_spool(tmp_path, world
     assert ranks["pid"].tolist() == [os.getpid()]
 
 
+def test_a_save_is_begun_in_the_buffer_as_it_starts_and_ended_once(tmp_path):
+    """The begin is buffered before the write ends (so the store shows the save in progress
+    while it lasts); the end does not repeat it; a failed save is over without a checkpoint."""
+    mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0))
+    started = mon.checkpoint_save_started(4, "/ckpt/step4")
+    assert [(e[1], e[2]) for e in mon.buffer.drain("events")] == [("checkpoint_save_begin", 4)]
+    mon.checkpoint_saved(4, started, 1024, "/ckpt/step4")
+    assert [e[1] for e in mon.buffer.drain("events")] == ["checkpoint_save_end"]
+    mon.checkpoint_save_started(6, "/ckpt/step6")
+    mon.checkpoint_save_failed(6, "/ckpt/step6", OSError(28, "No space left on device"))
+    kinds = [(e[1], e[2]) for e in mon.buffer.drain("events")]
+    assert kinds == [("checkpoint_save_begin", 6), ("checkpoint_save_failed", 6)]
+    mon.checkpoint_saved(8, started, None, "/ckpt/step8")  # no begin recorded: both, as before
+    assert [e[1] for e in mon.buffer.drain("events")] == ["checkpoint_save_begin", "checkpoint_save_end"]
+
+
 def test_collective_wrappers_are_removed_on_close(tmp_path, world1):
     original, destroy = dist.all_reduce, dist.destroy_process_group
     mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()

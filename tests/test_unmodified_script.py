@@ -124,6 +124,23 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
     assert log.is_file() and "[rank0]:step 0 loss" in log.read_text()
 
 
+def test_a_rank_zero_writing_its_checkpoint_to_stalled_storage_is_saving_not_hung(tmp_path):
+    """Rank 0 alone saves the trainer state (`torch.save` to a path) and the write stalls 8 s,
+    off the CPU, while rank 1 waits for it in the step's barrier: to the collective stall that
+    is a pair with its idle peer outside every collective, but the save's begin is in the store
+    as it starts, so the job is left to finish."""
+    rc, report = run_job(tmp_path, "fsdp_train.py", fault=("slow_save", 0, 3), steps=6)
+    assert rc == 0 and report["status"] == "completed", report["reason"]
+    (only,) = report["attempts"]
+    assert only["outcome"] == "completed" and only["detection"] != "hang", only
+    with open_snapshot(tmp_path / "d") as snap:
+        saves = snap.con.execute(
+            "SELECT step, duration_s FROM checkpoints WHERE rank = 0 AND path LIKE '%trainer_state.pt' ORDER BY step"
+        ).fetchall()
+    # AdamW's step count numbers them: the save after optimizer step 4 is the stalled one
+    assert [s for s, _ in saves] == list(range(1, 7)) and dict(saves)[4] >= 8, saves
+
+
 def test_a_rank_that_ends_its_part_cleanly_is_no_failure(tmp_path):
     """Rank 1 exits after training while rank 0 works 6 s more (saving the final model): the
     hooks recorded rank 1's clean exit, so the job is left to finish, not stopped as failed."""

@@ -15,7 +15,10 @@ asked:
 - the loss from `Tensor.backward` on a one-element tensor and the grad norm from
   `clip_grad_norm_`, so non-finite values are flagged as for the reference trainer;
 - collective timing and the in-flight collective in heartbeats (the collective wrapper),
-  lifecycle events, uncaught exceptions with traceback, exit codes (the monitor's own hooks).
+  lifecycle events, uncaught exceptions with traceback, exit codes (the monitor's own hooks);
+- saves from `torch.save` to a file path, begun in the store as they start: a rank 0 that
+  writes the checkpoint alone to slow storage, while the others wait for it in a collective,
+  is saving, not hung (and its blocking time is badput). A save to a buffer is not one.
 
 A script that starts its own `TrainingMonitor` takes over: the automatic one retires quietly
 (no exit event) and the explicit one reports from then on, so nothing is counted twice.
@@ -53,6 +56,7 @@ class AutoInstrument:
         self._handles: list[Any] = []
         self._backward: Any = None
         self._clip: Any = None
+        self._save: Any = None
 
     def install(self) -> AutoInstrument:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -84,6 +88,24 @@ class AutoInstrument:
 
         clip_grad.clip_grad_norm_ = clip_grad_norm_
         nn_utils.clip_grad_norm_ = clip_grad_norm_
+        self._save = torch.save
+        original_save = self._save
+        monitor = self.monitor
+
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(f, (str, os.PathLike)):
+                return original_save(obj, f, *args, **kwargs)
+            path, step = os.fspath(f), monitor.last_step or 0
+            started = monitor.checkpoint_save_started(step, path)
+            try:
+                result = original_save(obj, f, *args, **kwargs)
+            except BaseException as exc:
+                monitor.checkpoint_save_failed(step, path, exc)
+                raise
+            monitor.checkpoint_saved(step, started, _size(path), path)
+            return result
+
+        torch.save = save
         return self
 
     def uninstall(self) -> None:
@@ -100,6 +122,9 @@ class AutoInstrument:
             clip_grad.clip_grad_norm_ = self._clip
             nn_utils.clip_grad_norm_ = self._clip
             self._clip = None
+        if self._save is not None:
+            torch.save = self._save
+            self._save = None
 
     def retire(self) -> None:
         """A `TrainingMonitor` of the script's own takes over from here."""
@@ -134,6 +159,13 @@ class AutoInstrument:
         self.monitor._finish_step(t, duration)
         self._boundary = now
         self.monitor._collectives.step = t.step + 1
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # moved or removed already
+        return None
 
 
 def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:

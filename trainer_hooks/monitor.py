@@ -243,6 +243,7 @@ class TrainingMonitor:
         self._pending: list[tuple[_StepRow, Any, Any]] = []  # step rows awaiting CUDA scalars (readers)
         self._pending_canary: list[tuple[int, float, torch.Tensor, Any]] = []  # (.., CUDA event)
         self.last_step: int | None = None
+        self._saves_begun: set[tuple[int, str]] = set()  # (step, path) recorded as begun, not ended
         self._flagged_step: int | None = None  # the step whose non-finite value is reported
         self._first_step_seen = False
         self._closed = False
@@ -492,9 +493,33 @@ class TrainingMonitor:
             "events", (time.time(), kind, step, message, json.dumps(detail, default=str) if detail else None)
         )
 
-    def checkpoint_saved(self, step: int, started: float, nbytes: int | None, path: str) -> None:
-        """Blocking save time is badput; record begin and end with the bytes written."""
+    def checkpoint_save_started(self, step: int, path: str) -> float:
+        """Record a save's begin as it starts (its start time is returned for `checkpoint_saved`):
+        a reader of the store then sees the save in progress, so peers that wait in a collective
+        while this rank writes to slow storage are not taken for a hang
+        (`triage.supervisor.stall`). End it with `checkpoint_saved` or `checkpoint_save_failed`."""
+        started = time.time()
         self.buffer.put("events", (started, "checkpoint_save_begin", step, path, None))
+        self._saves_begun.add((step, path))
+        return started
+
+    def checkpoint_save_failed(self, step: int, path: str, error: BaseException) -> None:
+        """A save begun with `checkpoint_save_started` that raised: over, and no checkpoint."""
+        self._saves_begun.discard((step, path))
+        self.event(
+            "checkpoint_save_failed",
+            f"checkpoint at step {step} to {path} failed: {type(error).__name__}: {error}",
+            step=step,
+            path=path,
+        )
+
+    def checkpoint_saved(self, step: int, started: float, nbytes: int | None, path: str) -> None:
+        """Blocking save time is badput; record the end with the bytes written, and the begin
+        at `started` unless `checkpoint_save_started` recorded it."""
+        if (step, path) in self._saves_begun:
+            self._saves_begun.discard((step, path))
+        else:
+            self.buffer.put("events", (started, "checkpoint_save_begin", step, path, None))
         self.event(
             "checkpoint_save_end",
             f"checkpoint at step {step} saved to {path}",

@@ -133,6 +133,7 @@ EVENT_KINDS = (
     "first_step",
     "checkpoint_save_begin",
     "checkpoint_save_end",
+    "checkpoint_save_failed",
     "checkpoint_load_begin",
     "checkpoint_load_end",
     "exception",

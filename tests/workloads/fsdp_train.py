@@ -4,7 +4,8 @@
 
 Each block is sharded with `fully_shard`; the model and optimizer are saved every step with
 torch.distributed.checkpoint into their own folder and loaded from it on start, so a restart
-resumes. The tests inject faults through `workload_faults`.
+resumes; rank 0 also keeps the trainer's own state (step, RNG) with `torch.save`, alone, before
+the step's closing barrier. The tests inject faults through `workload_faults`.
 """
 
 import argparse
@@ -16,7 +17,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.fsdp import fully_shard
-from workload_faults import fault
+from workload_faults import fault, save_extras
 
 
 def main() -> None:
@@ -56,6 +57,8 @@ def main() -> None:
         model_sd, optim_sd = get_state_dict(model, opt)
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=args.checkpoint)
         if rank == 0:
+            trainer_state = {"step": step + 1, "rng": torch.get_rng_state(), **save_extras(step, rank)}
+            torch.save(trainer_state, os.path.join(args.checkpoint, "trainer_state.pt"))
             with open(marker + ".tmp", "w") as fh:
                 fh.write(str(step + 1))
             os.replace(marker + ".tmp", marker)

@@ -1,10 +1,12 @@
 """The faults the test workloads inject, from the environment, as a test harness would: kept
 apart from the scripts so they read like a user's.
 
-WORKLOAD_FAULT (`kill`, `raise`, `hang`) at WORKLOAD_FAULT_RANK / WORKLOAD_FAULT_STEP, once:
-the first run that injects it leaves WORKLOAD_FAULT_ONCE (a file) behind, so the restart runs
-clean. WORKLOAD_LINGER_RANK works WORKLOAD_LINGER_S seconds more after training, as a rank 0
-that saves the final model while the others have exited.
+WORKLOAD_FAULT (`kill`, `raise`, `hang`, `slow_save`) at WORKLOAD_FAULT_RANK /
+WORKLOAD_FAULT_STEP, once: the first run that injects it leaves WORKLOAD_FAULT_ONCE (a file)
+behind, so the restart runs clean. `slow_save` makes that step's checkpoint write wait
+WORKLOAD_SAVE_PAUSE_S seconds, idle, as a write to stalled network storage does.
+WORKLOAD_LINGER_RANK works WORKLOAD_LINGER_S seconds more after training, as a rank 0 that
+saves the final model while the others have exited.
 """
 
 import os
@@ -12,15 +14,39 @@ import signal
 import time
 
 
-def fault(step: int, rank: int) -> None:
-    kind = os.environ.get("WORKLOAD_FAULT")
+def _fires(kind: str, step: int, rank: int) -> bool:
     marker = os.environ.get("WORKLOAD_FAULT_ONCE", "")
-    if not kind or rank != int(os.environ.get("WORKLOAD_FAULT_RANK", "0")):
-        return
+    if os.environ.get("WORKLOAD_FAULT") != kind or rank != int(os.environ.get("WORKLOAD_FAULT_RANK", "0")):
+        return False
     if step != int(os.environ.get("WORKLOAD_FAULT_STEP", "0")) or os.path.exists(marker):
-        return
+        return False
     if marker:
         open(marker, "w").close()
+    return True
+
+
+class _StalledWrite:
+    """Pickled by `torch.save`: blocks the write, off the CPU."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple:
+        time.sleep(self.seconds)
+        return (str, ("",))
+
+
+def save_extras(step: int, rank: int) -> dict:
+    """What the checkpoint at `step` holds besides the state: a stalled write for `slow_save`."""
+    if _fires("slow_save", step, rank):
+        return {"stall": _StalledWrite(float(os.environ.get("WORKLOAD_SAVE_PAUSE_S", "8")))}
+    return {}
+
+
+def fault(step: int, rank: int) -> None:
+    kind = os.environ.get("WORKLOAD_FAULT", "")
+    if kind not in ("kill", "raise", "hang") or not _fires(kind, step, rank):
+        return
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if kind == "raise":

@@ -174,10 +174,10 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
 SAVING_SQL = """
 SELECT coalesce(bool_or(b > coalesce(e, 0)), false) FROM (
     SELECT rank, max(time) FILTER (WHERE kind = 'checkpoint_save_begin') AS b,
-           max(time) FILTER (WHERE kind = 'checkpoint_save_end') AS e
+           max(time) FILTER (WHERE kind <> 'checkpoint_save_begin') AS e
     FROM events
     WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
-      AND kind IN ('checkpoint_save_begin', 'checkpoint_save_end')
+      AND kind IN ('checkpoint_save_begin', 'checkpoint_save_end', 'checkpoint_save_failed')
     GROUP BY rank)
 """
 
