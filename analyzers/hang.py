@@ -154,22 +154,14 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     # Ranks that raised an error before the waiters gave up left the group (they crashed or lost
     # their connections): the wait follows from their failure. Ranks that never entered and
     # raised nothing meanwhile are stuck elsewhere: the hang's culprits when they are fewer than
-    # half of the group, or exactly half (a pair: a 2-rank job, a tensor-parallel pair) where
-    # each went on heartbeating outside any collective from well after the waiters entered until
-    # they gave up: stuck, not dead (a killed rank's beats stop about when its peers begin to
-    # wait, and a few seconds before the supervisor stops them) and not waiting on another group.
+    # half of the group. In a pair (or any even split) the heartbeats cannot tell the stuck rank:
+    # "outside every collective" means outside the collectives the hooks see (DDP's C++
+    # all-reduce, DTensor's and p2p ones are not), and a peer uploading a checkpoint or
+    # evaluating on I/O is idle too. The Flight Recorder's stacks name it there.
     raised = ev[ev["kind"] == "exception"].groupby("rank")["time"].min()
     wait_end = float(waiters["alive_until"].max())
     left = [r for r in culprits if r in raised.index and float(raised[r]) <= wait_end]
-    margin = cfg.blocked_at_end_s
-    stuck_outside = all(
-        r in st.index
-        and pd.isna(st.at[r, "inflight_group"])
-        and float(st.at[r, "time"]) >= max(since + margin, float(waiters["time"].max()) - margin)
-        for r in culprits
-    )
-    named = len(culprits) * 2 < len(members) or (len(culprits) * 2 == len(members) and stuck_outside)
-    if culprits and len(left) < len(culprits) and named:
+    if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
         culprit = (
             rank_culprit(job, attempt, culprits[0])
             if len(culprits) == 1

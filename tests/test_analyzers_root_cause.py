@@ -112,10 +112,11 @@ def test_a_rank_left_waiting_by_peers_that_lost_their_connections_is_not_the_cau
     assert hang, root.verdict.consequences
 
 
-def pair_job(peer_beats: int, per_node: int = 1) -> JobBuilder:
-    """Two ranks: rank 0 waits in all_reduce #10 for 60 s; rank 1 raises nothing, never enters
-    it, and heartbeats outside any collective for `peer_beats` seconds of that wait."""
-    b = JobBuilder().world(2, per_node=per_node)
+def test_in_a_pair_the_heartbeats_say_who_never_entered_but_blame_no_one():
+    """Two ranks: rank 0 waits in all_reduce #10 while rank 1, alive and raising nothing,
+    never enters it. Half of the group: the summary says so, the culprit is left to the
+    Flight Recorder's stacks (tests/test_unmodified_script.py)."""
+    b = JobBuilder().world(2, per_node=2)
     end = b.steps(0, range(9), T0 + 5)
     for seq in range(1, 10):
         for r in range(2):
@@ -123,22 +124,8 @@ def pair_job(peer_beats: int, per_node: int = 1) -> JobBuilder:
     b.collective(0, 0, "default", 10, end + 0.2, None, group_size=2)
     for k in range(60):
         b.heartbeat(0, 0, end + k, 8, ("all_reduce", "default", 10, end + 0.2))
-    for k in range(peer_beats):
         b.heartbeat(0, 1, end + k, 8)
-    return b
-
-
-def test_in_a_pair_the_peer_that_went_on_beating_outside_the_collective_is_the_culprit():
-    (root,) = roots(analyze_job(pair_job(peer_beats=60).load(), AnalyzerConfig()))
-    v = root.verdict
-    assert v.category is Category.COLLECTIVE_TIMEOUT
-    assert (v.culprit.rank, v.culprit.node) == (1, "node1") and "never entered it" in v.summary
-
-
-def test_in_a_pair_a_peer_whose_beats_stopped_when_the_wait_began_is_not_named_stuck():
-    """Rank 1's heartbeats end a second into rank 0's wait (killed, not stuck; on rank 0's node,
-    so its node did not vanish): half of the group, no culprit from the heartbeats."""
-    (root,) = roots(analyze_job(pair_job(peer_beats=2, per_node=2).load(), AnalyzerConfig()))
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
     assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
     assert root.verdict.culprit.rank is None and "rank 1 never entered it" in root.verdict.summary
 

@@ -59,9 +59,7 @@ def test_no_stall_while_saving_or_with_a_member_silent_or_when_all_are_inside():
     assert stall(beats, saving=True) is None  # a checkpoint save keeps peers waiting
     assert stall([*beats[:3], beat(3, seq=None, age=8.0)]) is None  # rank 3 may be dead
     assert stall([beat(r) for r in range(4)]) is None  # all inside: not a missing rank
-    # half late, and waiting in another group's collective: that group's own stall, not this one
-    assert stall([beat(0), beat(1), beat(2, group="tp1", seq=7), beat(3, group="tp1", seq=7)]) is None
-    assert stall([beat(0), beat(1, seq=None), beat(2, seq=None), beat(3, seq=None)]) is None  # most
+    assert stall([beat(0), beat(1), beat(2, seq=None), beat(3, seq=None)]) is None  # half: unclear
     assert stall([beat(0), beat(1), beat(2), beat(3, seq=41)]) is None  # rank 3 is ahead, not late
 
 
@@ -70,12 +68,3 @@ def test_groups_are_judged_by_their_own_members():
     beats = [beat(0, group="tp0"), beat(1, group="tp0"), beat(2, seq=None), beat(3, seq=None)]
     s = stall(beats, members={"tp0": {0, 1, 2}, "0": {0, 1, 2, 3}})
     assert s is not None and s.group == "tp0" and [b.rank for b in s.missing] == [2]
-
-
-def test_a_pair_or_a_half_that_sits_outside_every_collective_is_late():
-    """A 2-rank job (or a tensor-parallel pair): rank 0 waits, rank 1 is alive and in no
-    collective. So is a node's worth of ranks, half the group, that never entered."""
-    s = stall([beat(0), beat(1, seq=None)], members={"0": {0, 1}})
-    assert s is not None and [b.rank for b in s.missing] == [1] and s.waiting == (0,)
-    s = stall([beat(0), beat(1), beat(2, seq=None), beat(3, seq=None)])
-    assert s is not None and [b.rank for b in s.missing] == [2, 3]

@@ -25,6 +25,7 @@ def run_job(
     fault: tuple[str, int, int] | None = None,
     steps: int = 12,
     env_extra: dict[str, str] | None = None,
+    nproc: int = 2,
 ) -> tuple[int, dict]:
     """(exit status, the JSON report) of `triage run` over a workload, the fault given as
     (kind, rank, step)."""
@@ -54,7 +55,7 @@ def run_job(
             "--",
             torchrun,
             "--nproc-per-node",
-            "2",
+            str(nproc),
             str(WORKLOADS / script),
             "--steps",
             str(steps),
@@ -126,10 +127,10 @@ def test_auto_hooks_record_steps_and_name_a_sigkilled_rank(tmp_path):
 
 def test_a_rank_zero_writing_its_checkpoint_to_stalled_storage_is_saving_not_hung(tmp_path):
     """Rank 0 alone saves the trainer state (`torch.save` to a path) and the write stalls 8 s,
-    off the CPU, while rank 1 waits for it in the step's barrier: to the collective stall that
-    is a pair with its idle peer outside every collective, but the save's begin is in the store
+    off the CPU, while ranks 1 and 2 wait for it in the step's barrier: to the collective stall
+    that is one idle rank of three that never entered it, but the save's begin is in the store
     as it starts, so the job is left to finish."""
-    rc, report = run_job(tmp_path, "fsdp_train.py", fault=("slow_save", 0, 3), steps=6)
+    rc, report = run_job(tmp_path, "fsdp_train.py", fault=("slow_save", 0, 3), steps=6, nproc=3)
     assert rc == 0 and report["status"] == "completed", report["reason"]
     (only,) = report["attempts"]
     assert only["outcome"] == "completed" and only["detection"] != "hang", only

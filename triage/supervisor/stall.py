@@ -16,11 +16,8 @@ not in it: those are the culprits. Not a stall: a checkpoint save in progress (a
 to storage keeps its peers waiting in the save's collectives; `checkpoint_save_begin` without
 its end), a rank that is ahead (in a later collective of the group), a group whose every
 member is inside the collective (all entered and none returns: the network or a peer's
-device, which the step timeout and the analyzers handle), or ranks more than half of the group
-(who is late is then unclear). Exactly half are late only where each of them is in no collective
-at all: in a pair (a 2-rank job, a tensor-parallel pair), one rank waiting and its peer alive,
-idle and outside every collective is the peer stuck; a late half that waits in collectives of
-other groups is left to those groups' own stalls. And not a stall while a missing rank's main thread is busy:
+device, which the step timeout and the analyzers handle), or ranks half or more of the group
+(who is late is then unclear). And not a stall while a missing rank's main thread is busy:
 each heartbeat carries that thread's CPU seconds, and a rank that used more than
 `BUSY_SHARE` of the stall's wall time is working (a long step, an evaluation only rank 0 runs
 while the others wait at a barrier), not stuck (a deadlock, a sleep, a wait on something that
@@ -119,9 +116,7 @@ def find_stall(
             if b is not None
             and not (b.group == group and b.seq is not None and b.seq >= seq)  # in it, or ahead
         ]
-        if not missing or 2 * len(missing) > len(ranks):
-            continue
-        if 2 * len(missing) == len(ranks) and any(b.group is not None for b in missing):
+        if not missing or 2 * len(missing) >= len(ranks):
             continue
         return Stall(
             group,
