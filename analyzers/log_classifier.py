@@ -165,27 +165,22 @@ _ORDER = {sig: i for i, sig in enumerate(SIGNATURES)}
 
 
 #: A launcher's label in front of every line of one host or task: pdsh's `node2: ` (DeepSpeed's
-#: multi-node runner), srun --label's `15: `. A host name is told from a log level or an
-#: exception name (`ERROR: `, `KeyError: `) by a digit in it, and is no rank or device.
-_HOST_LABEL_RE = re.compile(
-    r"^\s*(?!(?:rank|gpu|cuda|device|step|epoch|iter|iteration|batch|layer)\d)(?:([A-Za-z][\w.-]*\d[\w.-]*)|\d+): ",
-    re.I,
-)
+#: multi-node runner), srun --label's `15: `. Told from a log level or an exception name
+#: (`ERROR: `, `KeyError: `) by a digit in it, from a module path (`cv2.error: `) by having no
+#: dot. The label's host is not taken as the line's node: the host that prints a symptom (a
+#: timeout, a reset) is the victim, and a word with a digit is not always a host.
+_HOST_LABEL_RE = re.compile(r"^\s*(?:[A-Za-z][\w-]*\d[\w-]*|\d+): ")
 
 
 def classify_line(text: str) -> LineMatch | None:
     """The strongest signature on one line, with the rank/node/GPU the line itself prints. A line
-    that matches nothing is read again without a launcher's host or task label in front; the
-    host a label names is the line's node where the line names none."""
+    that matches nothing is read again without a launcher's host or task label in front."""
     found = set(KEYWORDS_RE.findall(text.lower()))
     if not found or " NCCL INFO " in text:
         return None  # NCCL INFO lines report normal set-up, even "cannot open shared object"
     match = _classify_body(text, found)
-    label = _HOST_LABEL_RE.match(text)
-    if match is None and label:
+    if match is None and (label := _HOST_LABEL_RE.match(text)):
         match = _classify_body(text[label.end() :], found)
-    if match is not None and match.node is None and label and label.group(1):
-        match = dataclasses.replace(match, node=label.group(1))
     return match
 
 
@@ -250,9 +245,14 @@ class _FrameContext:
     phase: str
     #: a frame in a file whose path this finds is in the phase too, whatever its function
     path: re.Pattern[str] | None = None
+    #: where given, the closing line must also name one of these exceptions
+    closing: re.Pattern[str] | None = None
 
     def holds(self, path: str, function: str) -> bool:
         return bool(self.function.fullmatch(function) or (self.path and self.path.search(path)))
+
+    def reads(self, signature: str, text: str) -> bool:
+        return signature in self.signatures and (self.closing is None or bool(self.closing.search(text)))
 
 
 _UNSPECIFIC = frozenset({"python-exception", "generic-runtime-error"})
@@ -264,16 +264,26 @@ _FRAME_CONTEXTS = (
         Category.CHECKPOINT_ERROR,
         _UNSPECIFIC,
         "a checkpoint save or load",
-        # the distributed checkpoint libraries themselves: Megatron's and PyTorch's
-        re.compile(r"[/\\](?:dist_checkpointing|distributed[/\\]checkpoint)[/\\]"),
+    ),
+    # inside the distributed checkpoint libraries' own files (Megatron's dist_checkpointing,
+    # torch.distributed.checkpoint): a Python exception there (a key the checkpoint lacks); not
+    # a peer's aborted communicator, which a save's collectives meet when a rank dies
+    _FrameContext(
+        re.compile(r"(?!)"),
+        Category.CHECKPOINT_ERROR,
+        frozenset({"python-exception"}),
+        "a checkpoint save or load",
+        path=re.compile(r"[/\\](?:dist_checkpointing|distributed[/\\]checkpoint)[/\\]"),
     ),
     # building the datasets (Megatron's, NeMo's, GPT-NeoX's build_train_valid_test_datasets):
-    # an unspecific error there is the input pipeline's, such as a data or index file not found
+    # a file there that cannot be read (an index or data file not found) is the input
+    # pipeline's; a KeyError or TypeError there is a config bug, the user's
     _FrameContext(
         re.compile(r"_?build\w*datasets?\w*", re.IGNORECASE),
         Category.DATA_PIPELINE_ERROR,
-        _UNSPECIFIC,
+        frozenset({"python-exception"}),
         "building the datasets",
+        closing=re.compile(r"\b(?:FileNotFound|IsADirectory|NotADirectory|Permission|EOF|IO|OS)Error\b"),
     ),
     # the process group's set-up: its store barrier, the rendezvous handlers
     _FrameContext(
@@ -366,7 +376,7 @@ class LogClassifier:
             and self.lines - self._ds_command[0] <= _DS_WRAP_LINES
         ):
             match = dataclasses.replace(match, rank=self._ds_command[1])
-        if closed is not None and match.signature in closed[1].signatures:
+        if closed is not None and closed[1].reads(match.signature, text):
             function, context = closed
             match = dataclasses.replace(
                 match,

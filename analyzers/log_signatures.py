@@ -395,15 +395,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "no space left on device",
     ),
     # ENOTCONN on a file: the daemon behind a FUSE mount (gcsfuse, s3fs, Alluxio, Google Drive)
-    # went away. Only with a path or a file-system layer named; on a socket it is the network's.
+    # went away. Only with a file path or a file-system layer named: on a socket (a path with
+    # "sock" in it, zmq's, Python's socket.close) it is the network's. A symptom: a pod's
+    # termination stops its FUSE sidecar first, and a preemption printed with it is the cause.
     _s(
         "fuse-mount-gone",
         _C.STORAGE_ERROR,
         "transport endpoint is not connected",
-        r"'/[^']*': Transport endpoint is not connected|Transport endpoint is not connected: '/"
-        r"|(?:file_system|close\(\) failed|fsspec)\S*.{0,40}Transport endpoint is not connected",
+        r"'/(?![^']*sock)[^']*': Transport endpoint is not connected"
+        r"|Transport endpoint is not connected: '/(?![^']*sock)"
+        r"|file_system\S*\s.{0,40}Transport endpoint is not connected",
         0.8,
         "a mounted file system's daemon went away (Transport endpoint is not connected)",
+        symptom=True,
     ),
     _s("storage-full", _C.STORAGE_ERROR, "storagefull", r"StorageFull", 0.9, "no space left on device"),
     _s(
@@ -993,7 +997,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "tf-key-not-in-checkpoint",
         _C.CHECKPOINT_ERROR,
         "not found in checkpoint",
-        r"\bKey \S+ not found in checkpoint",
+        # TF's own forms: after NotFoundError, or alone on a line above its RestoreV2 node; not
+        # a loader's warning that skips a key ("Key optimizer not found in checkpoint state, ...")
+        r"(?-i:NotFoundError\b.*\bKey \S+ not found in checkpoint|^\s*Key \S+ not found in checkpoint\s*$)",
         0.85,
         "the checkpoint does not match the model (a variable not found in it)",
     ),
