@@ -377,6 +377,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "a Ray worker process died without a Python error (usually the OOM killer)",
         symptom=True,
     ),
+    # Hugging Face datasets failing to build a dataset from its files (a malformed JSON file)
+    _s(
+        "hf-dataset-generation",
+        _C.DATA_PIPELINE_ERROR,
+        "not able to read records|generating the dataset|datasetgenerationerror",
+        r"Not able to read records in the JSON file|An error occurred while generating the dataset"
+        r"|\bDatasetGenerationError\b",
+        0.85,
+        "the dataset could not be built from its files",
+    ),
     _s(
         "torch-shm-full",
         _C.DATA_PIPELINE_ERROR,
@@ -408,6 +418,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "a mounted file system's daemon went away (Transport endpoint is not connected)",
         symptom=True,
+    ),
+    # a kernel stack frame in a network or cluster file system's module: a process stuck in it
+    # (a hung task's trace, GPFS's mmfs, NFS, Lustre, Ceph, FUSE)
+    _s(
+        "kernel-fs-frame",
+        _C.STORAGE_ERROR,
+        "+0x",
+        r"\+0x[0-9a-f]+/0x[0-9a-f]+ \[(?:mmfs\d*|gpfs\w*|nfsv?[34]?|lustre|lnet|ptlrpc|osc|mdc|lov|ldlm|ceph|fuse)\]\s*$",
+        0.7,
+        "a process stuck inside a network file system (a kernel stack in its module)",
     ),
     _s("storage-full", _C.STORAGE_ERROR, "storagefull", r"StorageFull", 0.9, "no space left on device"),
     _s(
@@ -946,6 +966,24 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "this PyTorch build lacks the distributed backend the job asks for",
     ),
+    # DeepSpeed's JIT op builder against a CUDA toolkit other than torch's
+    _s(
+        "ds-op-builder-cuda-mismatch",
+        _C.ENVIRONMENT_ERROR,
+        "does not match the version torch",
+        r"Installed CUDA version \S+ does not match the version torch was compiled with",
+        0.9,
+        "the CUDA toolkit does not match the one PyTorch was built with",
+    ),
+    # bitsandbytes' own diagnosis of its CUDA set-up
+    _s(
+        "bnb-cuda-setup",
+        _C.ENVIRONMENT_ERROR,
+        "cuda setup",
+        r"CUDA SETUP: Problem:|CUDA Setup failed despite GPU being available",
+        0.85,
+        "bitsandbytes could not set up its CUDA library",
+    ),
     _s(
         "missing-shared-lib",
         _C.ENVIRONMENT_ERROR,
@@ -992,6 +1030,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Missing key in checkpoint state_dict",
         0.85,
         "the checkpoint does not match the model (state_dict keys)",
+    ),
+    # safetensors refuses tied weights (Accelerate's save_state, Trainer's save): nothing written
+    _s(
+        "safetensors-shared-tensors",
+        _C.CHECKPOINT_ERROR,
+        "tensors share memory",
+        r"Some tensors share memory, this will lead to duplicate memory on disk",
+        0.85,
+        "the checkpoint could not be written: safetensors refuses tensors that share memory",
     ),
     _s(
         "tf-key-not-in-checkpoint",
@@ -1225,7 +1272,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])\w*loss\w*'?\s*[:=]\s*'?[-+]?(?:nan|inf)\b"
         r"|(?<![\w-])(?:train |val |valid )?loss\s+[-+]?(?:nan|inf)\b(?!\s*(?:loss|is|was|when|in|at|after)\b)"
         r"|grad[_ ]norm'?\s*[:=]\s*'?nan\b|found NaN in|returned nan values|NaN or Inf found"
-        r"|detected inf or nan",
+        r"|detected inf or nan"
+        r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b",
         0.85,
         "loss or gradients became NaN/Inf",
     ),
