@@ -453,6 +453,26 @@ def test_the_rank_that_never_entered_the_collective_is_the_hangs_culprit(behind)
     assert v.culprit.node == f"node{behind // 2}"
 
 
+def test_a_hang_both_witnesses_name_is_reported_from_the_recorder_with_its_stack():
+    """Ranks 0-2 wait in collective #9 and rank 3 never entered it: the heartbeats (their wait
+    began a little earlier) and the Flight Recorder name rank 3 alike; the verdict is the
+    recorder's, which says where rank 3's main thread is, corroborated by the heartbeats."""
+    b = fr_job({0: 9, 1: 9, 2: 9, 3: 8}, requested=True, stacks={3: "train.py:33 in fault: time.sleep(3600)"})
+    for seq in range(1, 9):
+        for r in range(4):
+            b.collective(0, r, "0", seq, T0 + seq, T0 + seq + 0.05)
+    for r in range(3):
+        b.collective(0, r, "0", 9, T0 + 8.5, None)
+    for k in range(30):
+        for r in range(4):
+            b.heartbeat(0, r, T0 + 9 + k, 4, ("all_gather", "0", 9, T0 + 8.5) if r < 3 else None)
+    (root,) = [i for i in analyze_job(b.load(), AnalyzerConfig()).incidents if i.root]
+    v = root.verdict
+    assert v.category is Category.COLLECTIVE_TIMEOUT and v.culprit.rank == 3
+    assert "time.sleep(3600)" in v.summary
+    assert {e.source for e in v.evidence} >= {"flight_recorder", "heartbeats"}
+
+
 def test_a_rank_silent_when_asked_is_named_and_equal_ranks_name_no_one():
     b = fr_job({0: 9, 1: 9, 3: 9}, requested=True)
     [f] = flight_recorder_findings(b.load(), AnalyzerConfig())
