@@ -84,6 +84,7 @@ _PREFIX_RE = re.compile(
 )
 _RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:", re.IGNORECASE)
 _RANK_RES = (
+    re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),  # [Rank 3], [PG 0 (default_pg) Rank 3]
     re.compile(r"\(RANK (\d+)\)"),  # DCP: "(RANK 2)"
     re.compile(r"^\s*rank\s*:\s*(\d+)"),  # torchrun summary "rank : 3 (local"
@@ -167,9 +168,13 @@ _ORDER = {sig: i for i, sig in enumerate(SIGNATURES)}
 #: A launcher's label in front of every line of one host or task: pdsh's `node2: ` (DeepSpeed's
 #: multi-node runner), srun --label's `15: `. Told from a log level or an exception name
 #: (`ERROR: `, `KeyError: `) by a digit in it, from a module path (`cv2.error: `) by having no
-#: dot. The label's host is not taken as the line's node: the host that prints a symptom (a
+#: dot unless it is a host's full name with a hyphen in it. The label's host is not taken as the line's node: the host that prints a symptom (a
 #: timeout, a reset) is the victim, and a word with a digit is not always a host.
-_HOST_LABEL_RE = re.compile(r"^\s*(?:[A-Za-z][\w-]*\d[\w-]*|\d+): ")
+_HOST_LABEL_RE = re.compile(
+    r"^\s*(?:[A-Za-z][\w-]*\d[\w-]*"  # node2, gpu-node-01
+    r"|(?=[^:\s]*-)[a-z][a-z0-9-]*\d[a-z0-9-]*(?:\.[a-z0-9-]+)+"  # gpu-node-01.cluster.internal
+    r"|\d{1,3}(?:\.\d{1,3}){3}|\d+): "  # an IP address, srun's task number
+)
 
 
 def classify_line(text: str) -> LineMatch | None:
@@ -276,14 +281,18 @@ _FRAME_CONTEXTS = (
         path=re.compile(r"[/\\](?:dist_checkpointing|distributed[/\\]checkpoint)[/\\]"),
     ),
     # building the datasets (Megatron's, NeMo's, GPT-NeoX's build_train_valid_test_datasets):
-    # a file there that cannot be read (an index or data file not found) is the input
-    # pipeline's; a KeyError or TypeError there is a config bug, the user's
+    # a file there that cannot be read (an index or data file not found, empty, corrupt) is the
+    # input pipeline's; a KeyError or TypeError there is a config bug, the user's
     _FrameContext(
         re.compile(r"_?build\w*datasets?\w*", re.IGNORECASE),
         Category.DATA_PIPELINE_ERROR,
         frozenset({"python-exception"}),
         "building the datasets",
-        closing=re.compile(r"\b(?:FileNotFound|IsADirectory|NotADirectory|Permission|EOF|IO|OS)Error\b"),
+        closing=re.compile(
+            r"\b(?:FileNotFound|IsADirectory|NotADirectory|Permission|EOF|IO|OS)Error\b"
+            r"|\b(?:Assertion|Value)Error\b.*\b(?:missing|empty|corrupt|not found|cannot (?:mmap|open|read))\b",
+            re.IGNORECASE,
+        ),
     ),
     # the process group's set-up: its store barrier, the rendezvous handlers
     _FrameContext(

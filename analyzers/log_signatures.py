@@ -405,19 +405,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "no space left on device",
     ),
     # ENOTCONN on a file: the daemon behind a FUSE mount (gcsfuse, s3fs, Alluxio, Google Drive)
-    # went away. Only with a file path or a file-system layer named: on a socket (a path with
-    # "sock" in it, zmq's, Python's socket.close) it is the network's. A symptom: a pod's
-    # termination stops its FUSE sidecar first, and a preemption printed with it is the cause.
+    # went away. Only with a file path or a file-system layer named: on a socket (a `.sock` or a
+    # `sockets/` path, zmq's, Python's socket.close) it is the network's. Below the host faults
+    # that outrank the whole log: a pod's termination stops its FUSE sidecar first, and a
+    # preemption printed before it is the cause; the timeouts and worker deaths after it are not.
     _s(
         "fuse-mount-gone",
         _C.STORAGE_ERROR,
         "transport endpoint is not connected",
-        r"'/(?![^']*sock)[^']*': Transport endpoint is not connected"
-        r"|Transport endpoint is not connected: '/(?![^']*sock)"
+        r"'/(?![^']*(?:\.sock'|/sockets?/))[^']*': Transport endpoint is not connected"
+        r"|Transport endpoint is not connected: '/(?![^']*(?:\.sock'|/sockets?/))"
         r"|file_system\S*\s.{0,40}Transport endpoint is not connected",
-        0.8,
+        0.65,
         "a mounted file system's daemon went away (Transport endpoint is not connected)",
-        symptom=True,
     ),
     # a kernel stack frame in a network or cluster file system's module: a process stuck in it
     # (a hung task's trace, GPFS's mmfs, NFS, Lustre, Ceph, FUSE)
@@ -425,8 +425,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "kernel-fs-frame",
         _C.STORAGE_ERROR,
         "+0x",
-        r"\+0x[0-9a-f]+/0x[0-9a-f]+ \[(?:mmfs\d*|gpfs\w*|nfsv?[34]?|lustre|lnet|ptlrpc|osc|mdc|lov|ldlm|ceph|fuse)\]\s*$",
-        0.7,
+        # (not the FUSE daemon's own idle wait for requests, which any sysrq-t dump shows); below
+        # the strength at which a host fault outranks everything else in the log: a stack may be
+        # printed for a benign slow moment while the job fails of something else
+        r"^(?!.*\b(?:request_wait_answer|fuse_dev_do_read|fuse_dev_read)\+)"
+        r".*\+0x[0-9a-f]+/0x[0-9a-f]+ \[(?:mmfs\d*|gpfs\w*|nfsv?[34]?|lustre|lnet|ptlrpc|osc|mdc|lov|ldlm|ceph|fuse)\]\s*$",
+        0.55,
         "a process stuck inside a network file system (a kernel stack in its module)",
     ),
     _s("storage-full", _C.STORAGE_ERROR, "storagefull", r"StorageFull", 0.9, "no space left on device"),
@@ -574,6 +578,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # slurmstepd's line with no "DUE TO": someone ran scancel (or the session that owned the
     # step ended), a stop from outside the job.
+    # srun's report of a task the step's memory cgroup killed
+    _s(
+        "srun-task-oom",
+        _C.HOST_OOM,
+        "out of memory",
+        r"srun: error: \S+: tasks? [\d,-]+: Out Of Memory",
+        0.85,
+        "Slurm's memory cgroup killed a task (host memory)",
+    ),
     _s(
         "slurm-cancelled",
         _C.PREEMPTION,
@@ -581,6 +594,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\*\*\* (?:JOB|STEP) .{0,80}CANCELLED AT \S+ \*\*\*",
         0.6,
         "the Slurm job was cancelled from outside",
+    ),
+    # LSF's reason for a job stopped from outside: an administrator, its run limit, a preemption,
+    # its owner's bkill (TERM_MEMLIMIT, the memory limit, is the host's)
+    _s(
+        "lsf-term-stopped",
+        _C.PREEMPTION,
+        "term_",
+        r"\bTERM_(?:ADMIN|RUNLIMIT|PREEMPT|OWNER|REQUEUE_ADMIN|REQUEUE_OWNER|FORCE_ADMIN|FORCE_OWNER)\b: job",
+        0.85,
+        "LSF stopped the job from outside (an administrator, the run limit, a preemption, bkill)",
     ),
     # the cloud's notice to a spot/preemptible VM before it takes the machine back
     _s(
@@ -788,6 +811,34 @@ SIGNATURES: tuple[Signature, ...] = (
         "a peer closed the connection",
         symptom=True,
     ),
+    # an InfiniBand/RoCE work completion with IBV_WC_RETRY_EXC_ERR (UCX, NCCL, MPI all print it):
+    # the peer stopped acknowledging on the fabric
+    _s(
+        "ib-retry-exceeded",
+        _C.NETWORK_ERROR,
+        "retry count exceeded|retry_exc",
+        r"Transport retry count exceeded|IBV_WC_RETRY_EXC_ERR",
+        0.85,
+        "InfiniBand/RoCE transport retries exhausted (the link or the peer's adapter)",
+    ),
+    # aws-ofi-nccl finding no libfabric provider (no EFA device in the container, a wrong plugin)
+    _s(
+        "ofi-no-provider",
+        _C.ENVIRONMENT_ERROR,
+        "fi_getinfo",
+        r"NET/OFI .{0,40}fi_getinfo\(\) call failed",
+        0.7,
+        "NCCL's OFI plugin found no usable libfabric provider (EFA devices not visible?)",
+    ),
+    # Horovod's stall inspector: some ranks never submitted a tensor the others wait to reduce
+    _s(
+        "horovod-stall",
+        _C.COLLECTIVE_TIMEOUT,
+        "subset of ranks|missing ranks",
+        r"submitted to be reduced, gathered or broadcasted by subset of ranks|\[missing ranks: \d",
+        0.8,
+        "Horovod's stall inspector: ranks missing from a collective",
+    ),
     _s(
         "nccl-socket-failed",
         _C.NETWORK_ERROR,
@@ -968,10 +1019,21 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # DeepSpeed's JIT op builder against a CUDA toolkit other than torch's
     _s(
+        "invalid-device-ordinal",
+        _C.USER_CODE_ERROR,
+        "invalid device ordinal",
+        r"invalid device ordinal",
+        0.8,
+        "a rank asked for a GPU index it cannot see (the launch's GPU mapping, e.g. --gpus-per-task)",
+    ),
+    _s(
         "ds-op-builder-cuda-mismatch",
         _C.ENVIRONMENT_ERROR,
         "does not match the version torch",
-        r"Installed CUDA version \S+ does not match the version torch was compiled with",
+        # not its warning that it goes on anyway ("... but since the APIs are compatible,
+        # accepting this combination", DS_SKIP_CUDA_CHECK)
+        r"Installed CUDA version \S+ does not match the version torch was compiled with"
+        r"(?!.*(?:APIs are compatible|DS_SKIP_CUDA_CHECK|Allowing this combination))",
         0.9,
         "the CUDA toolkit does not match the one PyTorch was built with",
     ),
