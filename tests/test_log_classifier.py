@@ -1483,6 +1483,58 @@ _ROUNDS_17_18 = [
 ]
 
 
+_REVIEWED_AGAIN = [
+    # a second review (2026-12-07): a file system's kernel stack does not outrank the job's own
+    # failure; DeepSpeed's accepted CUDA mismatch is no failure; a dead mount is the cause of
+    # the timeouts after it; a path with "sock" in a word is still a file; a full host name is
+    # a label; a missing index file while building the datasets is the input's
+    (
+        [
+            "[ 912.1]  nfs_file_fsync+0x4a/0x1c0 [nfs]",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "[ 912.1]  request_wait_answer+0x13c/0x220 [fuse]",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ],
+        C.CUDA_ERROR,
+    ),
+    (
+        [
+            "Installed CUDA version 11.7 does not match the version torch was compiled with 11.8 but since "
+            "the APIs are compatible, accepting this combination",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "[rank3]: OSError: [Errno 107] Transport endpoint is not connected: '/gcs/bucket/shards/train-00042.tar'",
+            "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds",
+        ],
+        C.STORAGE_ERROR,
+    ),
+    (
+        ["OSError: [Errno 107] Transport endpoint is not connected: '/data/sockeye_wmt/train.bpe.de'"],
+        C.STORAGE_ERROR,
+    ),
+    (["gpu-node-01.cluster.internal: KeyError: 'input_ids'"], C.USER_CODE_ERROR),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/m/megatron/data/gpt_dataset.py", line 35, in build_train_valid_test_datasets',
+            "    indexed = make_dataset(prefix)",
+            "AssertionError: Missing index file /data/x.idx",
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+]
+
+
 def test_a_launchers_label_is_read_past_but_names_no_node():
     """The host that prints a line is not its culprit's node (a timeout's victim), and a word
     with a digit before a colon is not always a host (a review's cases, 2026-12-07)."""
@@ -1497,7 +1549,8 @@ def test_a_launchers_label_is_read_past_but_names_no_node():
 
 
 @pytest.mark.parametrize(
-    ("lines", "category"), _ROUNDS_11_12 + _ROUNDS_13_14 + _REVIEWED + _ROUNDS_15_16 + _ROUNDS_17_18
+    ("lines", "category"),
+    _ROUNDS_11_12 + _ROUNDS_13_14 + _REVIEWED + _ROUNDS_15_16 + _ROUNDS_17_18 + _REVIEWED_AGAIN,
 )
 def test_rounds_eleven_to_eighteen_families_in_other_forms_and_what_they_must_not_claim(lines, category):
     assert classify_lines(lines).category is category
