@@ -29,7 +29,10 @@ def beat(
 
 def stall(beats: list[Beat], **kw: object):
     args = dict(
-        members={"0": {b.rank for b in beats}}, p99_wait_s={"all_reduce": 0.05}, step_p50_s=0.3, saving=False
+        members={"0": {b.rank for b in beats}},
+        p99_wait_s={"all_reduce": 0.05},
+        step_p50_s=0.3,
+        saving=frozenset(),
     )
     args.update(kw)
     return find_stall(beats, now=NOW, **args)  # type: ignore[arg-type]
@@ -56,7 +59,8 @@ def test_a_wait_within_the_bound_learned_from_the_job_is_no_stall():
 
 def test_no_stall_while_saving_or_with_a_member_silent_or_when_all_are_inside():
     beats = [beat(0), beat(1), beat(2), beat(3, seq=None)]
-    assert stall(beats, saving=True) is None  # a checkpoint save keeps peers waiting
+    assert stall(beats, saving=frozenset({3})) is None  # the late rank saves: its peers wait for it
+    assert stall(beats, saving=frozenset({0})) is not None  # another rank's save excuses no one
     assert stall([*beats[:3], beat(3, seq=None, age=8.0)]) is None  # rank 3 may be dead
     assert stall([beat(r) for r in range(4)]) is None  # all inside: not a missing rank
     assert stall([beat(0), beat(1), beat(2, seq=None), beat(3, seq=None)]) is None  # half: unclear

@@ -102,6 +102,12 @@ def test_a_save_is_begun_in_the_buffer_as_it_starts_and_ended_once(tmp_path):
     assert kinds == [("checkpoint_save_begin", 6), ("checkpoint_save_failed", 6)]
     mon.checkpoint_saved(8, started, None, "/ckpt/step8")  # no begin recorded: both, as before
     assert [e[1] for e in mon.buffer.drain("events")] == ["checkpoint_save_begin", "checkpoint_save_end"]
+    # a file the zero-code hooks saw written: begun at once too, ended even when it fails
+    t = mon.file_save_started("/tmp/dump.pt")
+    assert [e[1] for e in mon.buffer.drain("events")] == ["file_save_begin"]
+    mon.file_save_ended("/tmp/dump.pt", t, OSError(28, "No space left on device"))
+    (end,) = mon.buffer.drain("events")
+    assert end[1] == "file_save_end" and '"failed": true' in end[4]
 
 
 def test_collective_wrappers_are_removed_on_close(tmp_path, world1):

@@ -16,9 +16,10 @@ asked:
   `clip_grad_norm_`, so non-finite values are flagged as for the reference trainer;
 - collective timing and the in-flight collective in heartbeats (the collective wrapper),
   lifecycle events, uncaught exceptions with traceback, exit codes (the monitor's own hooks);
-- saves from `torch.save` to a file path, begun in the store as they start: a rank 0 that
-  writes the checkpoint alone to slow storage, while the others wait for it in a collective,
-  is saving, not hung (and its blocking time is badput). A save to a buffer is not one.
+- writes with `torch.save` to a file path, begun in the store as they start: a rank 0 that
+  writes alone to slow storage, while the others wait for it in a collective, is saving, not
+  hung. They are file writes, not checkpoints (a debug dump is written the same way); a save to
+  a buffer (Lightning's), safetensors' and torch.distributed.checkpoint's are not seen.
 
 A script that starts its own `TrainingMonitor` takes over: the automatic one retires quietly
 (no exit event) and the explicit one reports from then on, so nothing is counted twice.
@@ -95,14 +96,14 @@ class AutoInstrument:
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
             if not isinstance(f, (str, os.PathLike)):
                 return original_save(obj, f, *args, **kwargs)
-            path, step = os.fspath(f), monitor.last_step or 0
-            started = monitor.checkpoint_save_started(step, path)
+            path = os.fspath(f)
+            started = monitor.file_save_started(path)
             try:
                 result = original_save(obj, f, *args, **kwargs)
             except BaseException as exc:
-                monitor.checkpoint_save_failed(step, path, exc)
+                monitor.file_save_ended(path, started, exc)
                 raise
-            monitor.checkpoint_saved(step, started, _size(path), path)
+            monitor.file_save_ended(path, started)
             return result
 
         torch.save = save
@@ -159,13 +160,6 @@ class AutoInstrument:
         self.monitor._finish_step(t, duration)
         self._boundary = now
         self.monitor._collectives.step = t.step + 1
-
-
-def _size(path: str) -> int | None:
-    try:
-        return os.path.getsize(path)
-    except OSError:  # moved or removed already
-        return None
 
 
 def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:

@@ -513,6 +513,26 @@ class TrainingMonitor:
             path=path,
         )
 
+    def file_save_started(self, path: str) -> float:
+        """A file write the hooks cannot tell from a checkpoint (the zero-code hooks' `torch.save`
+        to a path: a debug dump as well as a model), begun in the store as it starts, so the
+        collective stall sees the rank saving; no checkpoint (the checkpoint list, the last
+        checkpoint's age and goodput's save time count only `checkpoint_*` saves)."""
+        started = time.time()
+        self.buffer.put("events", (started, "file_save_begin", self.last_step, path, None))
+        return started
+
+    def file_save_ended(self, path: str, started: float, error: BaseException | None = None) -> None:
+        what = f"wrote {path}" if error is None else f"writing {path} failed: {type(error).__name__}: {error}"
+        self.event(
+            "file_save_end",
+            what,
+            step=self.last_step,
+            path=path,
+            seconds=time.time() - started,
+            failed=error is not None,
+        )
+
     def checkpoint_saved(self, step: int, started: float, nbytes: int | None, path: str) -> None:
         """Blocking save time is badput; record the end with the bytes written, and the begin
         at `started` unless `checkpoint_save_started` recorded it."""

@@ -134,6 +134,8 @@ EVENT_KINDS = (
     "checkpoint_save_begin",
     "checkpoint_save_end",
     "checkpoint_save_failed",
+    "file_save_begin",
+    "file_save_end",
     "checkpoint_load_begin",
     "checkpoint_load_end",
     "exception",

@@ -12,9 +12,10 @@ than a bound learned from the job's own timings,
     bound = max(STALL_MIN_S, WAIT_FACTOR x p99 of that op's recent waits, STEP_FACTOR x median step)
 
 while every member of the group is alive (a fresh heartbeat) and fewer than half of them are
-not in it: those are the culprits. Not a stall: a checkpoint save in progress (a rank writing
-to storage keeps its peers waiting in the save's collectives; `checkpoint_save_begin` without
-its end), a rank that is ahead (in a later collective of the group), a group whose every
+not in it: those are the culprits. Not a stall: late ranks that are all in a save (a rank
+writing to storage keeps its peers waiting, in the save's collectives or the next step's;
+`checkpoint_save_begin` or `file_save_begin` without its end; a save on another rank does not
+excuse them), a rank that is ahead (in a later collective of the group), a group whose every
 member is inside the collective (all entered and none returns: the network or a peer's
 device, which the step timeout and the analyzers handle), or ranks half or more of the group
 (who is late is then unclear). And not a stall while a missing rank's main thread is busy:
@@ -84,13 +85,11 @@ def find_stall(
     *,
     p99_wait_s: dict[str, float],
     step_p50_s: float | None,
-    saving: bool,
+    saving: frozenset[int],
     now: float,
 ) -> Stall | None:
     """`members`: group -> the ranks seen in it (its collectives); `p99_wait_s`: op -> the
-    99th percentile of its recent waits."""
-    if saving:
-        return None
+    99th percentile of its recent waits; `saving`: the ranks with a save begun and not ended."""
     by_rank = {b.rank: b for b in beats}
     waiting: dict[tuple[str, int], list[Beat]] = defaultdict(list)
     for b in beats:
@@ -118,6 +117,8 @@ def find_stall(
         ]
         if not missing or 2 * len(missing) >= len(ranks):
             continue
+        if all(b.rank in saving for b in missing):
+            continue  # the late ones are writing to storage: their peers wait for a save
         return Stall(
             group,
             seq,
@@ -165,15 +166,18 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
   AND time >= $since AND main_cpu_s IS NOT NULL
 """
 
-#: Whether a rank of this attempt has begun a save it has not ended.
+#: The ranks of this attempt with a save begun and not ended: a checkpoint, or a file the
+#: zero-code hooks saw written with `torch.save`.
 SAVING_SQL = """
-SELECT coalesce(bool_or(b > coalesce(e, 0)), false) FROM (
-    SELECT rank, max(time) FILTER (WHERE kind = 'checkpoint_save_begin') AS b,
-           max(time) FILTER (WHERE kind <> 'checkpoint_save_begin') AS e
+SELECT rank FROM (
+    SELECT rank, max(time) FILTER (WHERE kind IN ('checkpoint_save_begin', 'file_save_begin')) AS b,
+           max(time) FILTER (WHERE kind NOT IN ('checkpoint_save_begin', 'file_save_begin')) AS e
     FROM events
     WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
-      AND kind IN ('checkpoint_save_begin', 'checkpoint_save_end', 'checkpoint_save_failed')
+      AND kind IN ('checkpoint_save_begin', 'checkpoint_save_end', 'checkpoint_save_failed',
+                   'file_save_begin', 'file_save_end')
     GROUP BY rank)
+WHERE b > coalesce(e, 0) AND rank IS NOT NULL
 """
 
 
@@ -199,10 +203,8 @@ def read_stall(
         return None
     members = {str(g): {int(r) for r in ranks} for g, ranks in con.execute(MEMBERS_SQL, params).fetchall()}
     waits = {str(op): float(w) for op, w in con.execute(WAITS_SQL, params).fetchall() if w is not None}
-    row = con.execute(SAVING_SQL, params).fetchone()
-    stall = find_stall(
-        beats, members, p99_wait_s=waits, step_p50_s=step_p50_s, saving=bool(row and row[0]), now=now
-    )
+    saving = frozenset(int(r) for (r,) in con.execute(SAVING_SQL, params).fetchall())
+    stall = find_stall(beats, members, p99_wait_s=waits, step_p50_s=step_p50_s, saving=saving, now=now)
     if stall is None:
         return None
     for late in stall.missing:
