@@ -85,6 +85,8 @@ _PREFIX_RE = re.compile(
 _RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:", re.IGNORECASE)
 _RANK_RES = (
     re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
+    re.compile(r"retrieving ncclUniqueId from \[(\d+)\]"),  # the peer that never published it
+    re.compile(r"^\s*(\d+): \[horovod_"),  # Horovod's "Stalled ranks:" list, one rank a line
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),  # [Rank 3], [PG 0 (default_pg) Rank 3]
     re.compile(r"\(RANK (\d+)\)"),  # DCP: "(RANK 2)"
     re.compile(r"^\s*rank\s*:\s*(\d+)"),  # torchrun summary "rank : 3 (local"
@@ -133,8 +135,12 @@ def _first_int(patterns: Iterable[re.Pattern[str]], text: str) -> int | None:
     return None
 
 
-def _culprit_fields(raw: str, body: str) -> tuple[int | None, str | None, int | None, str | None]:
-    rank = rank_prefix(raw)
+def _culprit_fields(
+    raw: str, body: str, reporter_is_culprit: bool = True
+) -> tuple[int | None, str | None, int | None, str | None]:
+    """Where a line's rank, node, GPU and PCI address are; the rank of its launcher prefix
+    only where the rank that printed the line is the one it is about."""
+    rank = rank_prefix(raw) if reporter_is_culprit else None
     if rank is None:
         rank = _first_int(_RANK_RES, body)
     node = gpu = None
@@ -207,7 +213,7 @@ def _classify_body(text: str, found: set[str]) -> LineMatch | None:
     if best is None:
         return None
     strength, sig_id, category, description, symptom, xid, _ = best
-    rank, node, gpu, pci = _culprit_fields(text, body)
+    rank, node, gpu, pci = _culprit_fields(text, body, reporter_is_culprit=sig_id not in _NAME_THE_LATE_RANK)
     return LineMatch(
         category,
         strength,
@@ -336,6 +342,9 @@ class _Tracebacks:
         return self._open.pop(prefix)
 
 
+#: Timeout signatures whose rank is the one that never came, not the one that waited:
+#: Horovod's `[missing ranks: N]`, `retrieving ncclUniqueId from [N]`.
+_NAME_THE_LATE_RANK = frozenset({"horovod-stall", "nccl-unique-id-timeout"})
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
 _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")
@@ -486,7 +495,18 @@ class LogClassifier:
         m = root.match
         rank = m.rank
         if m.category is Category.COLLECTIVE_TIMEOUT:
+            # the one silent rank, else a line that names the late rank itself (a timeout's
+            # own rank is the one that waited)
             rank = self._timeout_culprit()
+            if rank is None:
+                rank = next(
+                    (
+                        h.match.rank
+                        for h in same
+                        if h.match.signature in _NAME_THE_LATE_RANK and h.match.rank is not None
+                    ),
+                    None,
+                )
         elif rank is None:
             fallback = None if m.category is Category.PREEMPTION else self._first_failed_rank
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)

@@ -433,6 +433,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.55,
         "a process stuck inside a network file system (a kernel stack in its module)",
     ),
+    # NCCL's shared-memory transport cannot create its segment: /dev/shm is full (a container's
+    # 64 MB default); before the "unhandled system error" PyTorch raises for it
+    _s(
+        "nccl-shm-segment",
+        _C.STORAGE_ERROR,
+        "shared memory segment",
+        r"(?:Error while creating|while creating) shared memory segment /dev/shm/nccl",
+        0.85,
+        "NCCL could not create its shared-memory segment: /dev/shm is full or too small",
+    ),
     _s("storage-full", _C.STORAGE_ERROR, "storagefull", r"StorageFull", 0.9, "no space left on device"),
     _s(
         "quota",
@@ -579,6 +589,14 @@ SIGNATURES: tuple[Signature, ...] = (
     # slurmstepd's line with no "DUE TO": someone ran scancel (or the session that owned the
     # step ended), a stop from outside the job.
     # srun's report of a task the step's memory cgroup killed
+    _s(
+        "posix-memalign-enomem",
+        _C.HOST_OOM,
+        "posix_memalign",
+        r"posix_memalign\([^)]*\):12 != 0",
+        0.8,
+        "the host could not allocate memory (posix_memalign: ENOMEM)",
+    ),
     _s(
         "srun-task-oom",
         _C.HOST_OOM,
@@ -832,10 +850,40 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # Horovod's stall inspector: some ranks never submitted a tensor the others wait to reduce
     _s(
+        "ascend-stream-sync-timeout",
+        _C.COLLECTIVE_TIMEOUT,
+        "stream synchronize timeout",
+        r"Stream synchronize timeout",
+        0.75,
+        "an Ascend NPU stream waited past its timeout (a collective or a peer that never came)",
+        symptom=True,
+    ),
+    _s(
+        "nccl-unique-id-timeout",
+        _C.COLLECTIVE_TIMEOUT,
+        "nccluniqueid",
+        r"retrieving ncclUniqueId from \[\d+\] via c10d key-value store .{0,80}got error",
+        0.7,
+        "a rank waited for the NCCL id its peer never published in time (that peer busy or dead)",
+        symptom=True,
+    ),
+    # Paddle's TCP store: a worker that keeps retrying a server that never listens (a wrong
+    # master address, a master that never started)
+    _s(
+        "paddle-store-not-listening",
+        _C.RENDEZVOUS_ERROR,
+        "not yet listening",
+        r"Retry to connect to \S+ while the server is not yet listening",
+        0.55,
+        "a worker retried the master's store, which was not listening",
+        symptom=True,
+    ),
+    _s(
         "horovod-stall",
         _C.COLLECTIVE_TIMEOUT,
-        "subset of ranks|missing ranks",
-        r"submitted to be reduced, gathered or broadcasted by subset of ranks|\[missing ranks: \d",
+        "subset of ranks|missing ranks|[horovod_",
+        r"submitted to be reduced, gathered or broadcasted by subset of ranks|\[missing ranks: \d"
+        r"|^\d+: \[horovod_\w+",  # its "Stalled ranks:" list, a rank a line
         0.8,
         "Horovod's stall inspector: ranks missing from a collective",
     ),
@@ -843,7 +891,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl-socket-failed",
         _C.NETWORK_ERROR,
         "nccl warn|net : call to",
-        r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed"
+        r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed|Connect to \S+ failed"
         r"|Net : Call to (?:recv|send|connect) .*failed|NET/Socket : socket progress error)"
         r"|^\s*Net : Call to (?:recv|send|connect) .*failed",
         0.6,
@@ -1025,6 +1073,30 @@ SIGNATURES: tuple[Signature, ...] = (
         r"invalid device ordinal",
         0.8,
         "a rank asked for a GPU index it cannot see (the launch's GPU mapping, e.g. --gpus-per-task)",
+    ),
+    _s(
+        "paddle-dynamic-library",
+        _C.ENVIRONMENT_ERROR,
+        "paddle depends on",
+        r"dynamic library \(\S+\) that Paddle depends on is not configured correctly",
+        0.85,
+        "a library PaddlePaddle needs (libnccl, libcudnn) is not found",
+    ),
+    _s(
+        "cann-python-module",
+        _C.ENVIRONMENT_ERROR,
+        "failed to import python module",
+        r"Failed to import Python module \[ModuleNotFoundError",
+        0.85,
+        "the Ascend CANN toolkit misses a Python module (an incomplete or mismatched install)",
+    ),
+    _s(
+        "colossalai-grad-sync",
+        _C.USER_CODE_ERROR,
+        "zero ddp error",
+        r"ZERO DDP error: the synchronization of gradients",
+        0.75,
+        "ColossalAI's ZeRO could not reduce some parameters' gradients (parameters unused in the step)",
     ),
     _s(
         "ds-op-builder-cuda-mismatch",
@@ -1220,7 +1292,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "hf-tmp-checkpoint-rename",
         _C.CHECKPOINT_ERROR,
         "tmp-checkpoint",
-        r"Directory not empty: '[^']*tmp-checkpoint-",
+        r"(?:Directory not empty|File exists): '[^']*tmp-checkpoint-",
         0.85,
         "the checkpoint's temporary directory could not be renamed into place (ranks raced)",
     ),
@@ -1238,7 +1310,8 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.GPU_OOM,
         "out of memory|outofmemory",
         r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|CUDA error: out of memory"
-        r"|Cuda failure 'out of memory'|HIP out of memory",
+        r"|Cuda failure 'out of memory'|(?:HIP|NPU|XPU|MPS) out of memory"
+        r"|Out of memory error on GPU \d+\. Cannot allocate",  # PaddlePaddle's ResourceExhaustedError
         0.95,
         "the GPU ran out of memory",
     ),
@@ -1287,7 +1360,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NUMERICAL_INSTABILITY,
         "loss scale",
         r"Reducing dynamic loss scale from [2-8](?:\.0+)? to [1-4](?:\.0+)?\b"
-        r"|Attempted loss scale: [2-8](?:\.0+)?, reducing to [1-4](?:\.0+)?\b",
+        r"|Attempted loss scale: (?:[2-8]|0)(?:\.0+)?, reducing to [0-4](?:\.0+)?\b",
         0.7,
         "fp16 loss scale halved down to single digits: the gradients overflow nearly every step",
     ),
