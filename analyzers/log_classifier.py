@@ -85,8 +85,7 @@ _PREFIX_RE = re.compile(
 _RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:", re.IGNORECASE)
 _RANK_RES = (
     re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
-    re.compile(r"retrieving ncclUniqueId from \[(\d+)\]"),  # the peer that never published it
-    re.compile(r"^\s*(\d+): \[horovod_"),  # Horovod's "Stalled ranks:" list, one rank a line
+    re.compile(r"^\s*(\d+)!?: \[[Hh]orovod"),  # Horovod's "Stalled ranks:" list, one rank a line
     re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]"),  # [Rank 3], [PG 0 (default_pg) Rank 3]
     re.compile(r"\(RANK (\d+)\)"),  # DCP: "(RANK 2)"
     re.compile(r"^\s*rank\s*:\s*(\d+)"),  # torchrun summary "rank : 3 (local"
@@ -343,8 +342,8 @@ class _Tracebacks:
 
 
 #: Timeout signatures whose rank is the one that never came, not the one that waited:
-#: Horovod's `[missing ranks: N]`, `retrieving ncclUniqueId from [N]`.
-_NAME_THE_LATE_RANK = frozenset({"horovod-stall", "nccl-unique-id-timeout"})
+#: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
+_NAME_THE_LATE_RANK = frozenset({"horovod-stall"})
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
 _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")

@@ -586,9 +586,7 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "the pod was evicted",
     ),
-    # slurmstepd's line with no "DUE TO": someone ran scancel (or the session that owned the
-    # step ended), a stop from outside the job.
-    # srun's report of a task the step's memory cgroup killed
+    # PaddlePaddle's allocator: posix_memalign failing with ENOMEM (12)
     _s(
         "posix-memalign-enomem",
         _C.HOST_OOM,
@@ -597,6 +595,7 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "the host could not allocate memory (posix_memalign: ENOMEM)",
     ),
+    # srun's report of a task the step's memory cgroup killed
     _s(
         "srun-task-oom",
         _C.HOST_OOM,
@@ -605,6 +604,8 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "Slurm's memory cgroup killed a task (host memory)",
     ),
+    # slurmstepd's line with no "DUE TO": someone ran scancel (or the session that owned the
+    # step ended), a stop from outside the job.
     _s(
         "slurm-cancelled",
         _C.PREEMPTION,
@@ -622,6 +623,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\bTERM_(?:ADMIN|RUNLIMIT|PREEMPT|OWNER|REQUEUE_ADMIN|REQUEUE_OWNER|FORCE_ADMIN|FORCE_OWNER)\b: job",
         0.85,
         "LSF stopped the job from outside (an administrator, the run limit, a preemption, bkill)",
+        symptom=True,  # LSF's summary may come first in the output file, before the real cause
     ),
     # the cloud's notice to a spot/preemptible VM before it takes the machine back
     _s(
@@ -781,7 +783,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "ib-retry-exceeded",
         _C.NETWORK_ERROR,
         "retry",
-        r"transport retry counter exceeded|IBV_WC_RETRY_EXC_ERR",
+        # UCX's "Transport retry count exceeded on mlx5_0:1/RoCE" too
+        r"transport retry count(?:er)? exceeded|IBV_WC_RETRY_EXC_ERR",
         0.9,
         "InfiniBand transport retries exceeded",
     ),
@@ -829,16 +832,6 @@ SIGNATURES: tuple[Signature, ...] = (
         "a peer closed the connection",
         symptom=True,
     ),
-    # an InfiniBand/RoCE work completion with IBV_WC_RETRY_EXC_ERR (UCX, NCCL, MPI all print it):
-    # the peer stopped acknowledging on the fabric
-    _s(
-        "ib-retry-exceeded",
-        _C.NETWORK_ERROR,
-        "retry count exceeded|retry_exc",
-        r"Transport retry count exceeded|IBV_WC_RETRY_EXC_ERR",
-        0.85,
-        "InfiniBand/RoCE transport retries exhausted (the link or the peer's adapter)",
-    ),
     # aws-ofi-nccl finding no libfabric provider (no EFA device in the container, a wrong plugin)
     _s(
         "ofi-no-provider",
@@ -847,8 +840,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NET/OFI .{0,40}fi_getinfo\(\) call failed",
         0.7,
         "NCCL's OFI plugin found no usable libfabric provider (EFA devices not visible?)",
+        symptom=True,  # NCCL falls back to its socket transport, and the job may run on
     ),
-    # Horovod's stall inspector: some ranks never submitted a tensor the others wait to reduce
+    # Ascend's form of a watchdog timeout
     _s(
         "ascend-stream-sync-timeout",
         _C.COLLECTIVE_TIMEOUT,
@@ -867,25 +861,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank waited for the NCCL id its peer never published in time (that peer busy or dead)",
         symptom=True,
     ),
-    # Paddle's TCP store: a worker that keeps retrying a server that never listens (a wrong
-    # master address, a master that never started)
-    _s(
-        "paddle-store-not-listening",
-        _C.RENDEZVOUS_ERROR,
-        "not yet listening",
-        r"Retry to connect to \S+ while the server is not yet listening",
-        0.55,
-        "a worker retried the master's store, which was not listening",
-        symptom=True,
-    ),
+    # Horovod's stall inspector: some ranks never submitted a tensor the others wait to reduce;
+    # a symptom, as every timeout (a rank 0 saving for a minute makes it warn, and goes on); its
+    # "Stalled ranks:" list, a rank a line (`6!:` when it is about to shut the job down)
     _s(
         "horovod-stall",
         _C.COLLECTIVE_TIMEOUT,
-        "subset of ranks|missing ranks|[horovod_",
+        "subset of ranks|missing ranks|[horovod",
         r"submitted to be reduced, gathered or broadcasted by subset of ranks|\[missing ranks: \d"
-        r"|^\d+: \[horovod_\w+",  # its "Stalled ranks:" list, a rank a line
+        r"|^\d+!?: \[horovod",
         0.8,
         "Horovod's stall inspector: ranks missing from a collective",
+        symptom=True,
     ),
     _s(
         "nccl-socket-failed",
@@ -1065,23 +1052,25 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "this PyTorch build lacks the distributed backend the job asks for",
     ),
-    # DeepSpeed's JIT op builder against a CUDA toolkit other than torch's
+    # a rank asking CUDA for a GPU index it cannot see: the launch's GPU mapping
     _s(
         "invalid-device-ordinal",
         _C.USER_CODE_ERROR,
         "invalid device ordinal",
-        r"invalid device ordinal",
+        r"(?:CUDA error|RuntimeError|cudaErrorInvalidDevice)\W.{0,40}invalid device ordinal",
         0.8,
         "a rank asked for a GPU index it cannot see (the launch's GPU mapping, e.g. --gpus-per-task)",
     ),
+    # PaddlePaddle's error for a library it needs (not its glog warning for an optional one)
     _s(
         "paddle-dynamic-library",
         _C.ENVIRONMENT_ERROR,
         "paddle depends on",
-        r"dynamic library \(\S+\) that Paddle depends on is not configured correctly",
+        r"Error: The third-party dynamic library \(\S+\) that Paddle depends on is not configured correctly",
         0.85,
         "a library PaddlePaddle needs (libnccl, libcudnn) is not found",
     ),
+    # the Ascend CANN toolkit's own error code for a module it cannot import
     _s(
         "cann-python-module",
         _C.ENVIRONMENT_ERROR,
@@ -1090,6 +1079,7 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "the Ascend CANN toolkit misses a Python module (an incomplete or mismatched install)",
     ),
+    # ColossalAI's ZeRO finding parameters whose gradients never came (unused in the step)
     _s(
         "colossalai-grad-sync",
         _C.USER_CODE_ERROR,
@@ -1098,6 +1088,7 @@ SIGNATURES: tuple[Signature, ...] = (
         0.75,
         "ColossalAI's ZeRO could not reduce some parameters' gradients (parameters unused in the step)",
     ),
+    # DeepSpeed's JIT op builder against a CUDA toolkit other than torch's
     _s(
         "ds-op-builder-cuda-mismatch",
         _C.ENVIRONMENT_ERROR,
@@ -1310,7 +1301,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.GPU_OOM,
         "out of memory|outofmemory",
         r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|CUDA error: out of memory"
-        r"|Cuda failure 'out of memory'|(?:HIP|NPU|XPU|MPS) out of memory"
+        r"|Cuda failure 'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
         r"|Out of memory error on GPU \d+\. Cannot allocate",  # PaddlePaddle's ResourceExhaustedError
         0.95,
         "the GPU ran out of memory",

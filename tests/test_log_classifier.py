@@ -453,7 +453,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     in), round 8's 25 less the 6 fixed since (5 left in), round 9's 23 and round 10's 20 less
     their 5 fixed, round 11's 17 less 2, round 12's 20 less 5, round 13's 20 less 6, round
     14's 20 less 4, round 15's 18 less 4, round 16's 18 less 8, round 17's 10 less 1, round
-    18's 20 less 5, round 19's 18 less 12 and round 20's 20 less 7 (and round 13's /dev/shm log,
+    18's 20 less 5, round 19's 18 less 11 and round 20's 20 less 7 (and round 13's /dev/shm log,
     moved when round 19's family named it). A fall below the floor is a regression in
     generalisation, not a missing signature. The floor is 0.86 since rounds 15-20 (0.90
     before): their first contact was 50%, 39%, 40%, 70%, 17% and 40% (Kubernetes, TPU, JAX,
@@ -462,7 +462,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 356
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 357
     assert held["accuracy"] >= 0.86, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.85: a timeout or a network error whose cause only the
@@ -698,7 +698,7 @@ MOVED_MISSES = {
     "heldout13_xpk_gke_jobset_maxtext_a3mega_nccl_dev_shm_no_space_left.log": (C.STORAGE_ERROR, None),
     "heldout19_chatglm2_6b_8xa100_2_3m_samples_tokenize_store_get_socket_timeout_rank7.log": (
         C.COLLECTIVE_TIMEOUT,
-        0,
+        None,
     ),
     "heldout19_chinese_llama2_pt_with_peft_deepspeed_overflow_loss_scale_zero_exception.log": (
         C.NUMERICAL_INSTABILITY,
@@ -730,10 +730,6 @@ MOVED_MISSES = {
         None,
     ),
     "heldout19_paddlenlp_llama7b_rtx4090_resourceexhaustederror_out_of_memory_gpu0.log": (C.GPU_OOM, None),
-    "heldout19_paddleseg_segformer_multigpu_launch_retry_connect_wrong_ip_server_not_listening.log": (
-        C.RENDEZVOUS_ERROR,
-        None,
-    ),
     "heldout19_wenet_multinode_nccl_socket_connect_ipv6_link_local_network_unreachable.log": (
         C.NETWORK_ERROR,
         None,
@@ -1665,13 +1661,61 @@ _ROUNDS_19_20 = [
         C.COLLECTIVE_TIMEOUT,
     ),
     (["EE1002: Stream synchronize timeout. rtDeviceSynchronize execute failed"], C.COLLECTIVE_TIMEOUT),
+    # a worker's retries while its master's store starts are no failure (a review: they are normal)
     (
         ["I1127 tcp_utils.cc:107] Retry to connect to 10.1.1.2:6170 while the server is not yet listening."],
-        C.RENDEZVOUS_ERROR,
+        C.UNKNOWN,
     ),
     (
         ["RuntimeError: ZERO DDP error: the synchronization of gradients doesn't exit properly."],
         C.USER_CODE_ERROR,
+    ),
+]
+
+
+_REVIEWED_THIRD = [
+    # a third review (2026-12-07): LSF's summary may come first, Horovod's stall warning goes
+    # on, aws-ofi-nccl falls back to sockets, Paddle warns of optional libraries at W level: all
+    # outranked by the real cause after them; probe lines and other words are no OOM or ordinal
+    (
+        [
+            "TERM_RUNLIMIT: job killed after reaching LSF run time limit.",
+            "The output (if any) follows:",
+            "node7:1234:5678 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+            "10.0.0.8<52341> with error 12, opcode 0, len 0, vendor err 129",
+        ],
+        C.NETWORK_ERROR,
+    ),
+    (
+        [
+            "[1,0]<stderr>:[W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be "
+            "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks",
+            "[1,0]<stderr>:Stalled ranks:",
+            "[1,0]<stderr>:0: [horovod_allreduce.0, horovod_allreduce.1]",
+            "[1,3]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available",
+            "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "W0623 12:29:30.035391 62732 dynamic_loader.cc:305] The third-party dynamic library "
+            "(libcupti.so.11.7) that Paddle depends on is not configured correctly. (error code is 2)",
+            "Out of memory error on GPU 0. Cannot allocate 172.000000MB memory on GPU 0",
+        ],
+        C.GPU_OOM,
+    ),
+    (["W tensorflow/core/common_runtime/gpu/gpu_device.cc:1934] probe: invalid device ordinal"], C.UNKNOWN),
+    (["[NPU] chip out of memory, retrying allocation"], C.UNKNOWN),
+    (
+        ["RuntimeError: MPS backend out of memory (MPS allocated: 18.12 GB, other allocations: 2.0 GB)"],
+        C.GPU_OOM,
     ),
 ]
 
@@ -1688,13 +1732,17 @@ def test_late_ranks_are_named_from_the_lines_that_name_them_not_the_rank_that_pr
         ]
     )
     assert missing.culprit.rank == 33
+    fatal = classify_lines(["Stalled ranks:", "[1,0]<stderr>:6!: [horovod_allreduce.0, horovod_allreduce.1]"])
+    assert fatal.culprit.rank == 6  # `N!:` when Horovod is about to shut the job down
+    # a rank waiting for a peer's NCCL id: "[0]" is rank 0 of that process group, not the
+    # job's, so the id's owner is not named; the waiter's own rank is the timeout's, as ever
     unique = classify_lines(
         [
-            "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store "
-            "by key '0', but store->get('0') got error: Socket Timeout"
+            "[rank5]: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+            "key-value store by key '0', but store->get('0') got error: Socket Timeout"
         ]
     )
-    assert unique.category is C.COLLECTIVE_TIMEOUT and unique.culprit.rank == 0
+    assert unique.category is C.COLLECTIVE_TIMEOUT and unique.culprit.rank != 0
 
 
 def test_a_launchers_label_is_read_past_but_names_no_node():
@@ -1718,7 +1766,8 @@ def test_a_launchers_label_is_read_past_but_names_no_node():
     + _ROUNDS_15_16
     + _ROUNDS_17_18
     + _REVIEWED_AGAIN
-    + _ROUNDS_19_20,
+    + _ROUNDS_19_20
+    + _REVIEWED_THIRD,
 )
 def test_rounds_eleven_to_twenty_families_in_other_forms_and_what_they_must_not_claim(lines, category):
     assert classify_lines(lines).category is category
