@@ -343,7 +343,7 @@ class _Tracebacks:
 
 #: Timeout signatures whose rank is the one that never came, not the one that waited:
 #: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
-_NAME_THE_LATE_RANK = frozenset({"horovod-stall"})
+_NAME_THE_LATE_RANK = frozenset({"horovod-stall", "horovod-stall-shutdown"})
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
 _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")

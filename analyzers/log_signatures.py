@@ -779,6 +779,7 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "the InfiniBand adapter reported a fatal event to NCCL",
     ),
+    # a work completion with IBV_WC_RETRY_EXC_ERR: the peer stopped acknowledging on the fabric
     _s(
         "ib-retry-exceeded",
         _C.NETWORK_ERROR,
@@ -840,7 +841,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NET/OFI .{0,40}fi_getinfo\(\) call failed",
         0.7,
         "NCCL's OFI plugin found no usable libfabric provider (EFA devices not visible?)",
-        symptom=True,  # NCCL falls back to its socket transport, and the job may run on
+        symptom=True,  # NCCL then falls back to its socket transport: the job may go on
     ),
     # Ascend's form of a watchdog timeout
     _s(
@@ -864,12 +865,21 @@ SIGNATURES: tuple[Signature, ...] = (
     # Horovod's stall inspector: some ranks never submitted a tensor the others wait to reduce;
     # a symptom, as every timeout (a rank 0 saving for a minute makes it warn, and goes on); its
     # "Stalled ranks:" list, a rank a line (`6!:` when it is about to shut the job down)
+    # ... except its `N!:` list lines: Horovod shuts the job down for them
+    _s(
+        "horovod-stall-shutdown",
+        _C.COLLECTIVE_TIMEOUT,
+        "[horovod",
+        r"^\d+!: \[horovod",
+        0.85,
+        "Horovod's stall inspector shut the job down for ranks missing from a collective",
+    ),
     _s(
         "horovod-stall",
         _C.COLLECTIVE_TIMEOUT,
         "subset of ranks|missing ranks|[horovod",
         r"submitted to be reduced, gathered or broadcasted by subset of ranks|\[missing ranks: \d"
-        r"|^\d+!?: \[horovod",
+        r"|^\d+: \[horovod",
         0.8,
         "Horovod's stall inspector: ranks missing from a collective",
         symptom=True,
@@ -1057,7 +1067,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "invalid-device-ordinal",
         _C.USER_CODE_ERROR,
         "invalid device ordinal",
-        r"(?:CUDA error|RuntimeError|cudaErrorInvalidDevice)\W.{0,40}invalid device ordinal",
+        r"(?:CUDA error|RuntimeError|cudaErrorInvalidDevice)\W.{0,40}invalid device ordinal"
+        r"|Cuda failure (?:\d+ )?'invalid device ordinal'",  # NCCL's form
         0.8,
         "a rank asked for a GPU index it cannot see (the launch's GPU mapping, e.g. --gpus-per-task)",
     ),
@@ -1066,7 +1077,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "paddle-dynamic-library",
         _C.ENVIRONMENT_ERROR,
         "paddle depends on",
-        r"Error: The third-party dynamic library \(\S+\) that Paddle depends on is not configured correctly",
+        r"(?:Error: |\(PreconditionNotMet\) )The third-party dynamic library \(\S+\) that Paddle depends on"
+        r" is not configured correctly",
         0.85,
         "a library PaddlePaddle needs (libnccl, libcudnn) is not found",
     ),

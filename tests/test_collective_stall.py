@@ -3,9 +3,10 @@ from the ranks' newest heartbeats, and none where the wait is legitimate."""
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
-from triage.supervisor.stall import STALL_MIN_S, Beat, find_stall
+from triage.supervisor.stall import SAVING_SQL, STALL_MIN_S, Beat, find_stall
 
 NOW = 1_800_000_000.0
 
@@ -72,3 +73,26 @@ def test_groups_are_judged_by_their_own_members():
     beats = [beat(0, group="tp0"), beat(1, group="tp0"), beat(2, seq=None), beat(3, seq=None)]
     s = stall(beats, members={"tp0": {0, 1, 2}, "0": {0, 1, 2, 3}})
     assert s is not None and s.group == "tp0" and [b.rank for b in s.missing] == [2]
+
+
+def test_the_ranks_saving_are_those_with_a_save_of_either_kind_still_open():
+    """A checkpoint still open while a file is written and closed on the same rank; a failed
+    checkpoint and a finished file save are closed; begin and end at once are closed."""
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE events (job_id VARCHAR, run_id VARCHAR, attempt BIGINT, rank BIGINT, time DOUBLE, kind VARCHAR)"
+    )
+    rows = [
+        (1, 10.0, "checkpoint_save_begin"),  # rank 1: its checkpoint is still being written
+        (1, 11.0, "file_save_begin"),
+        (1, 12.0, "file_save_end"),
+        (2, 10.0, "checkpoint_save_begin"),  # rank 2: the checkpoint failed
+        (2, 11.0, "checkpoint_save_failed"),
+        (3, 10.0, "file_save_begin"),  # rank 3: a file write under way
+        (4, 10.0, "checkpoint_save_begin"),  # rank 4: begun and ended at one timestamp
+        (4, 10.0, "checkpoint_save_end"),
+        (None, 10.0, "checkpoint_save_begin"),  # a job-level event names no rank
+    ]
+    con.executemany("INSERT INTO events VALUES ('j', NULL, 0, ?, ?, ?)", rows)
+    saving = {r for (r,) in con.execute(SAVING_SQL, {"job": "j", "run": None, "attempt": 0}).fetchall()}
+    assert saving == {1, 3}

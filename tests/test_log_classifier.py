@@ -1713,6 +1713,27 @@ _REVIEWED_THIRD = [
     ),
     (["W tensorflow/core/common_runtime/gpu/gpu_device.cc:1934] probe: invalid device ordinal"], C.UNKNOWN),
     (["[NPU] chip out of memory, retrying allocation"], C.UNKNOWN),
+    # ... and what that narrowing must keep: Paddle's Python-level error, NCCL's ordinal failure,
+    # Horovod's shutdown (a cause, naming the late rank)
+    (
+        [
+            "RuntimeError: (PreconditionNotMet) The third-party dynamic library (libnccl.so) that Paddle depends "
+            "on is not configured correctly. (error code is libnccl.so: cannot open shared object file)"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["node1:123:123 [7] include/alloc.h:48 NCCL WARN Cuda failure 101 'invalid device ordinal'"],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "[1,0]<stderr>:Stalled ranks:",
+            "[1,0]<stderr>:3!: [horovod_allreduce.0]",
+            "[1,3]<stderr>:RuntimeError: something failed in the step",
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
     (
         ["RuntimeError: MPS backend out of memory (MPS allocated: 18.12 GB, other allocations: 2.0 GB)"],
         C.GPU_OOM,

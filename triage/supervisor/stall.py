@@ -167,17 +167,22 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
 """
 
 #: The ranks of this attempt with a save begun and not ended: a checkpoint, or a file the
-#: zero-code hooks saw written with `torch.save`.
+#: zero-code hooks saw written with `torch.save` (each kind on its own: a file written while a
+#: checkpoint is still open leaves the checkpoint open). A save that never ends (a write hung
+#: in the kernel) excuses its rank for good: the step-progress timeout is the backstop there.
 SAVING_SQL = """
 SELECT rank FROM (
-    SELECT rank, max(time) FILTER (WHERE kind IN ('checkpoint_save_begin', 'file_save_begin')) AS b,
-           max(time) FILTER (WHERE kind NOT IN ('checkpoint_save_begin', 'file_save_begin')) AS e
+    SELECT rank,
+           max(time) FILTER (WHERE kind = 'checkpoint_save_begin') AS cb,
+           max(time) FILTER (WHERE kind IN ('checkpoint_save_end', 'checkpoint_save_failed')) AS ce,
+           max(time) FILTER (WHERE kind = 'file_save_begin') AS fb,
+           max(time) FILTER (WHERE kind = 'file_save_end') AS fe
     FROM events
     WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
       AND kind IN ('checkpoint_save_begin', 'checkpoint_save_end', 'checkpoint_save_failed',
                    'file_save_begin', 'file_save_end')
     GROUP BY rank)
-WHERE b > coalesce(e, 0) AND rank IS NOT NULL
+WHERE (cb > coalesce(ce, 0) OR fb > coalesce(fe, 0)) AND rank IS NOT NULL
 """
 
 
