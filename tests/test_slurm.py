@@ -173,6 +173,7 @@ def test_a_preempted_job_checkpoints_is_requeued_and_goes_on_with_its_run(
     assert [r["status"] for r in reports] == ["requeued", "completed"], out.read_text()[-4000:]
     first, second = reports
     assert first["run_id"] == second["run_id"]  # the same run, attempts numbered on
+    assert len(first["attempts"]) == 1, out.read_text()[-6000:]  # no restart beside the notice
     (preempted,) = first["attempts"]
     assert preempted["outcome"] == "preempted" and preempted["action"] == "checkpoint_and_requeue"
     (resumed,) = second["attempts"]

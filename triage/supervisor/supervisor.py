@@ -92,6 +92,10 @@ RANK_EXIT_GRACE_S = 2.0
 #: first, waited for up to `_EXIT_FLUSH_WAIT_S`).
 _EXIT_CHECK_S = 0.5
 _EXIT_FLUSH_WAIT_S = 1.5
+#: How long ranks told of a preemption may take to save and exit before they are stopped: a
+#: large model's checkpoint to shared storage takes minutes; Slurm's own deadline (the
+#: preemption's GraceTime, the job's end) usually comes first and ends everything.
+_PREEMPTED_SAVE_S = 300.0
 _POLL_S = 0.25
 _PROBE_S = 2.0
 #: How long to wait for the agents to ingest a stopped attempt's last spool segments.
@@ -323,9 +327,11 @@ class Supervisor:
                 return
             self._show(attempt, f"restarting in {decision.backoff_s:.0f} s: {decision.reason}")
             deadline = time.monotonic() + decision.backoff_s
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self._stops.preemption:
                 self._stops.check()
                 time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
+            if self._stops.preemption and self._requeue_in_slurm(attempt, decision, plan, verdict):
+                return  # Slurm's notice came while waiting to restart
             attempt += 1
 
     def _cancel_step(self, name: str) -> None:
@@ -354,10 +360,8 @@ class Supervisor:
         ):
             out.append(culprit)
         remaining = [n for n in self.nodes if n not in out]
-        if (
-            decision.action is not Action.CHECKPOINT_AND_REQUEUE
-            and len(remaining) >= self.cfg.slurm_min_nodes
-        ):
+        preempted = decision.action is Action.CHECKPOINT_AND_REQUEUE or self._stops.preemption
+        if not preempted and len(remaining) >= self.cfg.slurm_min_nodes:
             return False
         plan = replace(plan, excluded_nodes=tuple(out))
         Continuation(self.job_id, self.run_id, self._started, attempt + 1, list(plan.excluded_nodes)).save(
@@ -369,6 +373,9 @@ class Supervisor:
         why = (
             decision.reason
             if decision.action is Action.CHECKPOINT_AND_REQUEUE
+            else f"{decision.reason}; Slurm sent the job SIGTERM meanwhile (preemption, or --signal "
+            "before its time limit): the next attempt waits for the job's next incarnation"
+            if self._stops.preemption
             else f"{verdict.category.value if verdict else 'the failure'}: leaving {', '.join(out)} out "
             f"leaves {len(remaining)} of the allocation's {len(self.nodes)} node(s), fewer than "
             f"--slurm-min-nodes {self.cfg.slurm_min_nodes}"
@@ -724,7 +731,7 @@ class Supervisor:
         next_tend = 0.0
         next_score = started + self.cfg.score_interval
         progress = Progress()
-        forwarded = False
+        forwarded, forwarded_at = False, 0.0
         blind_said = False
         next_corruption_check = 0.0
         while True:
@@ -741,12 +748,19 @@ class Supervisor:
                     "TERM",
                 )
                 forwarded = True
+                forwarded_at = time.monotonic()
             rc = procs.poll()
             now = time.time()
-            if rc is not None and forwarded:
+            if forwarded:
                 # Slurm signals every process of the step, torchrun included, whose exit status
-                # then says little: the attempt ended because the scheduler asked
-                return Status.PREEMPTED, "slurm_sigterm", progress
+                # then says little: the attempt ends because the scheduler asked. Ranks leave
+                # one by one as their saves end (torchrun may cut a save short), which the
+                # rank-exit and hang rules would take for a failure and restart: none applies
+                # now, the launcher's exit ends the attempt (or `_PREEMPTED_SAVE_S`).
+                if rc is not None or time.monotonic() - forwarded_at >= _PREEMPTED_SAVE_S:
+                    return Status.PREEMPTED, "slurm_sigterm", progress
+                time.sleep(_POLL_S)
+                continue
             if rc is not None:
                 return (
                     {0: Status.COMPLETED, EXIT_PREEMPTED: Status.PREEMPTED}.get(rc, Status.FAILED),
