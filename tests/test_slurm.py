@@ -54,8 +54,9 @@ def _script(data_dir: Path, job_id: str, train: str, *flags: str, sbatch: str = 
     )
 
 
-def _reports(out: Path) -> list[dict]:
-    """The JSON reports in a batch job's output, one per incarnation (a requeued job appends)."""
+def _reports(out: Path, count: int | None = None) -> list[dict]:
+    """The JSON reports in a batch job's output, one per incarnation (a requeued job appends);
+    `count` of them, or the test fails with the output's tail, the evidence of what happened."""
     text = out.read_text()
     found, at = [], text.find("\n{\n")
     while at >= 0:
@@ -63,6 +64,7 @@ def _reports(out: Path) -> list[dict]:
         found.append(report)
         at = text.find("\n{\n", end)
     assert found, f"no report in {out}:\n{text[-3000:]}"
+    assert count is None or len(found) == count, f"{len(found)} report(s), not {count}:\n{text[-6000:]}"
     return found
 
 
@@ -97,7 +99,7 @@ def test_a_lost_gpu_on_a_one_node_job_requeues_it_onto_another_node(slurm_cluste
     script = _script(tmp_path, "slurm-one", train, sbatch="-N1 --requeue --open-mode=append")
     job = slurm_cluster.sbatch(script, "-o", str(out))
     slurm_cluster.wait_job(job, ("COMPLETED", "FAILED"), 240)
-    first, second = _reports(out)
+    first, second = _reports(out, 2)
     bad = _rank_node(tmp_path, "slurm-one", attempt=0, rank=0)
     (good,) = {"node0", "node1"} - {bad}
     assert first["status"] == "requeued" and second["status"] == "completed", out.read_text()[-4000:]
