@@ -110,6 +110,60 @@ def test_a_save_is_begun_in_the_buffer_as_it_starts_and_ended_once(tmp_path):
     assert end[1] == "file_save_end" and '"failed": true' in end[4]
 
 
+_SAVERS_SCRIPT = """
+import io, json, sys
+import torch
+import safetensors.torch as st
+from triage.trainer_hooks.auto import AutoInstrument
+from triage.trainer_hooks.config import MonitorConfig
+from triage.trainer_hooks.monitor import TrainingMonitor
+
+d = sys.argv[1]
+originals = (torch.save, st.save_file)
+assert "torch.distributed.checkpoint" not in sys.modules  # wrapped when the script imports it
+hooks = AutoInstrument(TrainingMonitor(MonitorConfig(data_dir=d, canary_every=0))).install()
+torch.save({"w": torch.ones(2)}, io.BytesIO())  # into a buffer: no file written, not timed
+torch.save({"w": torch.ones(2)}, d + "/state.pt")
+st.save_model(torch.nn.Linear(2, 2), d + "/model.safetensors")  # calls save_file
+from safetensors.torch import save_file  # bound after the hooks: as Transformers binds it
+try:
+    save_file({"w": torch.ones(2)}, d + "/missing/x.safetensors")
+except Exception:
+    pass
+import torch.distributed.checkpoint as dcp
+dcp.save({"w": torch.ones(2)}, checkpoint_id=d + "/dcp-4")
+events = [(e[1], e[3], e[4]) for e in hooks.monitor.buffer.drain("events")]
+hooks.uninstall()
+restored = (torch.save, st.save_file) == originals and "triage" not in dcp.save.__module__
+print(json.dumps({"events": events, "restored": restored}))
+"""
+
+
+def test_the_zero_code_hooks_time_torch_safetensors_and_dcp_saves_to_files(tmp_path):
+    """A rank writing through any of the common savers is seen saving while it lasts (a
+    model's safetensors save to slow shared storage takes minutes, off the CPU); a failed write
+    ends its save; a write to a buffer is no file write; uninstalling restores each saver."""
+    out = subprocess.run(
+        [sys.executable, "-c", _SAVERS_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["restored"]
+    saves = [
+        (
+            kind,
+            path if kind == "file_save_begin" else json.loads(data)["path"],
+            data and json.loads(data)["failed"],
+        )
+        for kind, path, data in result["events"]
+    ]
+    assert saves == [
+        (kind, str(tmp_path / name), None if kind == "file_save_begin" else name.startswith("missing"))
+        for name in ("state.pt", "model.safetensors", "missing/x.safetensors", "dcp-4")
+        for kind in ("file_save_begin", "file_save_end")
+    ]
+
+
 def test_collective_wrappers_are_removed_on_close(tmp_path, world1):
     original, destroy = dist.all_reduce, dist.destroy_process_group
     mon = TrainingMonitor(MonitorConfig(data_dir=tmp_path, canary_every=0)).start()
