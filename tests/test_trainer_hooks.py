@@ -111,7 +111,7 @@ def test_a_save_is_begun_in_the_buffer_as_it_starts_and_ended_once(tmp_path):
 
 
 _SAVERS_SCRIPT = """
-import io, json, sys
+import importlib.util, io, json, sys, threading
 import torch
 import safetensors.torch as st
 from triage.trainer_hooks.auto import AutoInstrument
@@ -121,47 +121,64 @@ from triage.trainer_hooks.monitor import TrainingMonitor
 d = sys.argv[1]
 originals = (torch.save, st.save_file)
 assert "torch.distributed.checkpoint" not in sys.modules  # wrapped when the script imports it
-hooks = AutoInstrument(TrainingMonitor(MonitorConfig(data_dir=d, canary_every=0))).install()
+zero_code = AutoInstrument(TrainingMonitor(MonitorConfig(data_dir=d, canary_every=0))).install()
 torch.save({"w": torch.ones(2)}, io.BytesIO())  # into a buffer: no file written, not timed
 torch.save({"w": torch.ones(2)}, d + "/state.pt")
-st.save_model(torch.nn.Linear(2, 2), d + "/model.safetensors")  # calls save_file
+st.save_model(torch.nn.Linear(2, 2), d + "/model.safetensors")  # one save (it calls save_file)
 from safetensors.torch import save_file  # bound after the hooks: as Transformers binds it
 try:
     save_file({"w": torch.ones(2)}, d + "/missing/x.safetensors")
 except Exception:
     pass
+worker = threading.Thread(target=torch.save, args=({"w": 1}, d + "/background.pt"))
+worker.start(); worker.join()  # off the main thread: no wait of the rank's, not timed
+assert importlib.util.find_spec("torch.distributed.checkpoint") is not None  # a probe loads nothing
 import torch.distributed.checkpoint as dcp
 dcp.save({"w": torch.ones(2)}, checkpoint_id=d + "/dcp-4")
-events = [(e[1], e[3], e[4]) for e in hooks.monitor.buffer.drain("events")]
-hooks.uninstall()
-restored = (torch.save, st.save_file) == originals and "triage" not in dcp.save.__module__
-print(json.dumps({"events": events, "restored": restored}))
+# a framework callback's monitor takes over: the names bound earlier report to it
+callback = AutoInstrument(TrainingMonitor(MonitorConfig(data_dir=d, canary_every=0))).install()
+save_file({"w": torch.ones(2)}, d + "/by-callback.safetensors")
+callback.uninstall()
+events = [(e[1], e[3], e[4]) for e in zero_code.monitor.buffer.drain("events")]
+taken_over = [(e[1], e[3], e[4]) for e in callback.monitor.buffer.drain("events")]
+zero_code.uninstall()
+save_file({"w": torch.ones(2)}, d + "/after.safetensors")  # no one watches: passes through
+assert not zero_code.monitor.buffer.drain("events") and not callback.monitor.buffer.drain("events")
+restored = (torch.save, st.save_file) == originals and dcp.save.__code__.co_filename != __import__("triage.trainer_hooks.saves").trainer_hooks.saves.__file__
+print(json.dumps({"events": events, "taken_over": taken_over, "restored": restored}))
 """
+
+
+def _saves(events: list) -> list:
+    """(kind, path, failed) of file_save_* events as the buffer holds them."""
+    return [
+        (
+            kind,
+            path if kind == "file_save_begin" else json.loads(data)["path"],
+            data and json.loads(data)["failed"],
+        )
+        for kind, path, data in events
+    ]
 
 
 def test_the_zero_code_hooks_time_torch_safetensors_and_dcp_saves_to_files(tmp_path):
     """A rank writing through any of the common savers is seen saving while it lasts (a
     model's safetensors save to slow shared storage takes minutes, off the CPU); a failed write
-    ends its save; a write to a buffer is no file write; uninstalling restores each saver."""
+    ends its save; a write to a buffer, one inside another and one off the main thread are no
+    waits of the rank's; the newest monitor hears; uninstalling restores each saver."""
     out = subprocess.run(
         [sys.executable, "-c", _SAVERS_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["restored"]
-    saves = [
-        (
-            kind,
-            path if kind == "file_save_begin" else json.loads(data)["path"],
-            data and json.loads(data)["failed"],
-        )
-        for kind, path, data in result["events"]
-    ]
-    assert saves == [
+    assert _saves(result["events"]) == [
         (kind, str(tmp_path / name), None if kind == "file_save_begin" else name.startswith("missing"))
         for name in ("state.pt", "model.safetensors", "missing/x.safetensors", "dcp-4")
         for kind in ("file_save_begin", "file_save_end")
     ]
+    path = str(tmp_path / "by-callback.safetensors")
+    assert _saves(result["taken_over"]) == [("file_save_begin", path, None), ("file_save_end", path, False)]
 
 
 def test_collective_wrappers_are_removed_on_close(tmp_path, world1):

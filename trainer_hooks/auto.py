@@ -16,14 +16,9 @@ asked:
   `clip_grad_norm_`, so non-finite values are flagged as for the reference trainer;
 - collective timing and the in-flight collective in heartbeats (the collective wrapper),
   lifecycle events, uncaught exceptions with traceback, exit codes (the monitor's own hooks);
-- writes with `torch.save` to a file path, safetensors' `save_file` (and `save_model`, which
-  calls it: what Transformers' `save_pretrained` and Accelerate's `save_model` use) and
-  `torch.distributed.checkpoint.save`, begun in the store as they start: a rank 0 that writes
-  alone to slow storage, while the others wait for it in a collective, is saving, not hung
-  (blocked on the storage, it uses no CPU, so the stall rule's busy test cannot tell). They are
-  file writes, not checkpoints (a debug dump is written the same way). torch.distributed.checkpoint
-  costs 0.36 s to import, so it is wrapped when the script imports it, not before. Not seen: a
-  save to a buffer written out later (Lightning's), uploads, other serialisers.
+- file writes (`torch.save` to a path, safetensors', torch.distributed.checkpoint's), begun in
+  the store as they start, so a rank 0 writing alone to slow storage while its peers wait is
+  saving, not hung (`saves.py`).
 
 A script that starts its own `TrainingMonitor` takes over: the automatic one retires quietly
 (no exit event) and the explicit one reports from then on, so nothing is counted twice.
@@ -31,19 +26,14 @@ A script that starts its own `TrainingMonitor` takes over: the automatic one ret
 
 from __future__ import annotations
 
-import functools
-import importlib.abc
-import importlib.machinery
 import os
-import sys
 import time
-import types
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from triage.config import ENV_AUTO_HOOKS
+from triage.trainer_hooks import saves
 from triage.trainer_hooks.config import MonitorConfig
 from triage.trainer_hooks.monitor import TrainingMonitor
 
@@ -67,8 +57,6 @@ class AutoInstrument:
         self._handles: list[Any] = []
         self._backward: Any = None
         self._clip: Any = None
-        self._savers: list[tuple[types.ModuleType, str, Any]] = []  # (module, name, original)
-        self._dcp_hook: _AfterImport | None = None
 
     def install(self) -> AutoInstrument:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -100,51 +88,8 @@ class AutoInstrument:
 
         clip_grad.clip_grad_norm_ = clip_grad_norm_
         nn_utils.clip_grad_norm_ = clip_grad_norm_
-        self._wrap_saver([torch], "save", _file_arg(1, "f"))
-        try:
-            import safetensors.torch as safetensors_torch
-        except ImportError:
-            pass
-        else:
-            self._wrap_saver([safetensors_torch], "save_file", _file_arg(1, "filename"))
-        if _DCP in sys.modules:
-            self._wrap_dcp(sys.modules[_DCP])
-        else:
-            self._dcp_hook = _AfterImport(_DCP, self._wrap_dcp)
-            sys.meta_path.insert(0, self._dcp_hook)
+        saves.watch(self.monitor)
         return self
-
-    def _wrap_saver(self, modules: Sequence[types.ModuleType], name: str, path_of: _PathOf) -> None:
-        """`modules`' `name` (one function, bound under that name in each) timed as a file
-        write where `path_of` finds its destination."""
-        original = getattr(modules[0], name)
-        monitor = self.monitor
-
-        @functools.wraps(original)
-        def save(*args: Any, **kwargs: Any) -> Any:
-            path = path_of(args, kwargs)
-            if path is None:
-                return original(*args, **kwargs)
-            started = monitor.file_save_started(path)
-            try:
-                result = original(*args, **kwargs)
-            except BaseException as exc:
-                monitor.file_save_ended(path, started, exc)
-                raise
-            monitor.file_save_ended(path, started)
-            return result
-
-        for module in modules:
-            self._savers.append((module, name, getattr(module, name)))
-            setattr(module, name, save)
-
-    def _wrap_dcp(self, package: types.ModuleType) -> None:
-        """`torch.distributed.checkpoint.save`, as the package and its saver module bind it."""
-        saver = sys.modules.get(f"{_DCP}.state_dict_saver")
-        modules = [package] + (
-            [saver] if saver is not None and getattr(saver, "save", None) is package.save else []
-        )
-        self._wrap_saver(modules, "save", _dcp_destination)
 
     def uninstall(self) -> None:
         for handle in self._handles:
@@ -160,12 +105,7 @@ class AutoInstrument:
             clip_grad.clip_grad_norm_ = self._clip
             nn_utils.clip_grad_norm_ = self._clip
             self._clip = None
-        for module, name, original in reversed(self._savers):
-            setattr(module, name, original)
-        self._savers = []
-        if self._dcp_hook is not None:
-            self._dcp_hook.cancel()
-            self._dcp_hook = None
+        saves.unwatch(self.monitor)
 
     def retire(self) -> None:
         """A `TrainingMonitor` of the script's own takes over from here."""
@@ -200,61 +140,6 @@ class AutoInstrument:
         self.monitor._finish_step(t, duration)
         self._boundary = now
         self.monitor._collectives.step = t.step + 1
-
-
-_DCP = "torch.distributed.checkpoint"
-#: Where a save call writes, from its (args, kwargs); None: not to a file (a buffer), not timed.
-_PathOf = Callable[[tuple[Any, ...], dict[str, Any]], "str | None"]
-
-
-def _file_arg(position: int, keyword: str) -> _PathOf:
-    def path_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-        f = kwargs.get(keyword, args[position] if len(args) > position else None)
-        return os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
-
-    return path_of
-
-
-def _dcp_destination(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    """A DCP save is a write wherever it goes: its checkpoint id, else its writer's path."""
-    where = kwargs.get("checkpoint_id") or getattr(kwargs.get("storage_writer"), "path", None)
-    return _DCP if where is None else str(where)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls `then(module)` once module `name` has been imported (executed), the first time
-    only: a post-import hook, so a costly module is wrapped only in the scripts that use it."""
-
-    def __init__(self, name: str, then: Callable[[types.ModuleType], None]) -> None:
-        self.name, self.then = name, then
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        self.cancel()
-        spec: importlib.machinery.ModuleSpec | None = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = None if find is None else find(fullname, path, target)
-            if spec is not None:
-                break
-        loader: Any = None if spec is None else spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        execute, then = loader.exec_module, self.then
-
-        def exec_module(module: types.ModuleType) -> None:
-            execute(module)
-            then(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-    def cancel(self) -> None:
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
 
 
 def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
