@@ -23,6 +23,7 @@ from triage.analyzers.findings import (
     where,
 )
 from triage.store.job_data import JobData
+from triage.store.schema import EVENT_RANK_EXIT
 from triage.taxonomy import Category
 from triage.verdict import Culprit, Evidence, Verdict
 
@@ -151,16 +152,18 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
         f"rank {int(r)}: waiting in {op} #{seq} (group {group}) since {clock(row['inflight_since'])}"
         for r, row in waiters.iterrows()
     ][:50]
-    # Ranks that raised an error before the waiters gave up left the group (they crashed or lost
-    # their connections): the wait follows from their failure. Ranks that never entered and
-    # raised nothing meanwhile are stuck elsewhere: the hang's culprits when they are fewer than
+    # Ranks that failed before the waiters gave up left the group (they raised an error, lost
+    # their connections, or died: a SIGKILLed rank says nothing itself, the supervisor or the
+    # launcher recorded its `rank_exit`): the wait follows from their failure, however long a
+    # slow start had kept the others waiting before it. Ranks that never entered and failed
+    # in no way meanwhile are stuck elsewhere: the hang's culprits when they are fewer than
     # half of the group. In a pair (or any even split) the heartbeats cannot tell the stuck rank:
     # "outside every collective" means outside the collectives the hooks see (DDP's C++
     # all-reduce, DTensor's and p2p ones are not), and a peer uploading a checkpoint or
     # evaluating on I/O is idle too. The Flight Recorder's stacks name it there.
-    raised = ev[ev["kind"] == "exception"].groupby("rank")["time"].min()
+    failed_at = ev[ev["kind"].isin(("exception", EVENT_RANK_EXIT))].groupby("rank")["time"].min()
     wait_end = float(waiters["alive_until"].max())
-    left = [r for r in culprits if r in raised.index and float(raised[r]) <= wait_end]
+    left = [r for r in culprits if r in failed_at.index and float(failed_at[r]) <= wait_end]
     if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
         culprit = (
             rank_culprit(job, attempt, culprits[0])

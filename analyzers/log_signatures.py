@@ -233,6 +233,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "the cgroup OOM handler killed a task",
     ),
     _s(
+        "replica-out-of-memory",
+        _C.HOST_OOM,
+        "ran out-of-memory",
+        # Vertex AI's (and Cloud ML Engine's) word for a replica the host's OOM killer ended
+        r"The replica \S+(?: \d+)? ran out-of-memory and exited",
+        0.85,
+        "a training replica ran out of host memory",
+    ),
+    _s(
         "dataloader-killed",
         _C.HOST_OOM,
         "dataloader worker",
@@ -451,6 +460,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Disk quota exceeded|\[Errno 122\]",
         0.9,
         "disk quota exceeded",
+    ),
+    _s(
+        "insufficient-disk-space",
+        _C.STORAGE_ERROR,
+        "disk space",
+        # managed services' words for a full volume (SageMaker's artifact upload)
+        r"Insufficient disk space|(?:ran|running) out of disk space",
+        0.8,
+        "the disk is full",
     ),
     _s(
         "stale-handle",
@@ -720,6 +738,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|waiting for clients\. \d+/\d+ clients joined",
         0.85,
         "could not reach the rendezvous store",
+    ),
+    _s(
+        "store-socket-timeout",
+        _C.RENDEZVOUS_ERROR,
+        "socket timeout",
+        # the c10d store's bare timeout (torch.distributed.elastic's store helpers): weak, as a
+        # store also times out after a peer died of something else
+        r"\b(?:RuntimeError|DistNetworkError): Socket Timeout\b",
+        0.55,
+        "a rank timed out on the rendezvous store",
     ),
     _s(
         "eaddrinuse",
@@ -1022,12 +1050,42 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA error",
     ),
     _s(
+        "cuda-error-other",
+        _C.CUDA_ERROR,
+        "cuda error|hip error",
+        # CUDA's (and HIP's) runtime error of a kind no stronger form names: the taxonomy's
+        # default for a runtime fault; kept weak, so any named cause in the log wins
+        r"\b(?:CUDA|HIP) error: (?!out of memory|device-side assert|no kernel image|invalid device (?:ordinal|function)"
+        r"|(?:all|no) CUDA-capable|CUDA driver version)[a-z]",
+        0.5,
+        "CUDA runtime error",
+    ),
+    _s(
+        "rocm-memory-fault",
+        _C.CUDA_ERROR,
+        "memory access fault by gpu|hw exception by gpu",
+        # ROCm's forms of an illegal memory access and of a kernel that never finished
+        r"Memory access fault by GPU node-\d+|HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang",
+        0.7,
+        "the GPU faulted on a memory access or hung in a kernel (ROCm)",
+    ),
+    _s(
         "no-kernel-image",
         _C.ENVIRONMENT_ERROR,
         "no kernel image",
         r"no kernel image is available for execution",
         0.9,
         "the binaries do not support this GPU architecture",
+    ),
+    _s(
+        "invalid-device-function",
+        _C.ENVIRONMENT_ERROR,
+        "invalid device function|nobinaryforgpu",
+        # CUDA's and HIP's word for a kernel with no code for this GPU's architecture (an
+        # extension or a ROCm build for another gfx target)
+        r"(?:CUDA|HIP) error: invalid device function|hipErrorNoBinaryForGpu",
+        0.75,
+        "a kernel has no code for this GPU's architecture",
     ),
     _s(
         "cuda-capability",
@@ -1160,6 +1218,27 @@ SIGNATURES: tuple[Signature, ...] = (
         "a Python package is missing",
     ),
     _s(
+        "import-error",
+        _C.ENVIRONMENT_ERROR,
+        "importerror",
+        # an import the installed packages cannot satisfy (a missing optional dependency, a
+        # name a version does not have); not a circular import of the script's own modules
+        r"\bImportError: (?!.*partially initialized module)\S",
+        0.65,
+        "a Python import failed (a missing or mismatched package)",
+    ),
+    _s(
+        "built-for-other-versions",
+        _C.ENVIRONMENT_ERROR,
+        "was built for|version mismatch",
+        # xFormers' compiled extensions against another torch; Ray's workers against another
+        # cluster version
+        r"can't load C\+\+/CUDA extensions\. \w+ was built for"
+        r"|Version mismatch: The cluster was started with",
+        0.75,
+        "a component was built for or started with other versions than the job's",
+    ),
+    _s(
         "state-dict-load",
         _C.CHECKPOINT_ERROR,
         "state_dict",
@@ -1167,6 +1246,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Missing key in checkpoint state_dict",
         0.85,
         "the checkpoint does not match the model (state_dict keys)",
+    ),
+    _s(
+        "unable-to-load-from-checkpoint",
+        _C.CHECKPOINT_ERROR,
+        "unable to load",
+        # Megatron-derived trainers: the optimizer, RNG or model state is not in the checkpoint
+        r"Unable to load (?:the )?(?:optimizer|model|rng state|random state|scheduler)\w* from checkpoint",
+        0.8,
+        "a state the resume needs is missing from the checkpoint",
     ),
     # safetensors refuses tied weights (Accelerate's save_state, Trainer's save): nothing written
     _s(
@@ -1336,6 +1424,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "the accelerator's HBM is too small for the compiled program",
     ),
     _s(
+        "accelerator-memory-too-small",
+        _C.GPU_OOM,
+        "peak hbm|synhelper|cache blocks",
+        # Neuron's compiler, Gaudi's graph workspace, vLLM's KV cache in an RL trainer's rollout
+        # engine: each the device memory running out in its own words
+        r"Estimated peak HBM usage \([\d.]+\) exceeds \d+GB"
+        r"|MODULE:SYNHELPER workspace Allocation of size ::?\d+ failed"
+        r"|No available memory for the cache blocks",
+        0.85,
+        "the accelerator's memory is too small for the program (compiler, graph workspace or KV cache)",
+    ),
+    _s(
         "cublas-alloc-failed",
         _C.GPU_OOM,
         "alloc_failed|kernel execution error",
@@ -1411,6 +1511,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|(?<![\w-])(?:train |val |valid )?loss\s+[-+]?(?:nan|inf)\b(?!\s*(?:loss|is|was|when|in|at|after)\b)"
         r"|grad[_ ]norm'?\s*[:=]\s*'?nan\b|found NaN in|returned nan values|NaN or Inf found"
         r"|detected inf or nan"
+        # a pipeline's own check naming what went non-finite (kohya's "NaN detected in latents")
+        r"|(?<!\bno )(?<!\bnot )\bnan (?:detected|encountered) in (?:the )?(?:loss|latents?|grad\w*|logits|outputs?|activations?)\b"
         r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b",
         0.85,
         "loss or gradients became NaN/Inf",

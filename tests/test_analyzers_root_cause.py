@@ -112,6 +112,39 @@ def test_a_rank_left_waiting_by_peers_that_lost_their_connections_is_not_the_cau
     assert hang, root.verdict.consequences
 
 
+def test_a_rank_slow_to_start_that_then_dies_is_no_hang():
+    """Ranks 0-2 wait in their first all_gather while rank 3, alive, is still starting (a
+    loaded node); then rank 3 is SIGKILLed, which it cannot record (the supervisor does, as a
+    `rank_exit`), and the attempt is stopped: the wait exceeded the hang threshold only
+    because it went on after the death. The death is the failure, the wait its consequence."""
+    b = JobBuilder().world(4, per_node=2)
+    for r in range(4):
+        b.collective(0, r, "default", 1, T0 + 1, T0 + 1.1)
+    for r in range(3):
+        b.collective(0, r, "default", 2, T0 + 1.2, None)
+        for k in range(7):
+            b.heartbeat(0, r, T0 + 1.5 + k, None, ("all_gather", "default", 2, T0 + 1.2))
+    for k in range(5):
+        b.heartbeat(0, 3, T0 + 1.5 + k, None)
+    b.event(
+        0,
+        3,
+        T0 + 5.8,
+        "rank_exit",
+        "rank 3 (pid 4242) ended with no exit or exception of its own recorded (seen gone first)",
+        exit_code=None,
+        signal=None,
+        pid=4242,
+        first_observed=True,
+        vanished=True,
+    )
+    a = analyze_job(b.load(), AnalyzerConfig(hang_min_s=5.0))
+    (root,) = roots(a)
+    assert root.verdict.category is not Category.COLLECTIVE_TIMEOUT, root.verdict.summary
+    assert root.verdict.culprit.rank == 3
+    assert any("left behind by rank 3, which failed" in c for c in root.verdict.consequences), root.verdict
+
+
 def test_in_a_pair_the_heartbeats_say_who_never_entered_but_blame_no_one():
     """Two ranks: rank 0 waits in all_reduce #10 while rank 1, alive and raising nothing,
     never enters it. Half of the group: the summary says so, the culprit is left to the

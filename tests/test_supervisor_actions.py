@@ -180,18 +180,21 @@ def test_a_long_step_keeps_its_peers_waiting_but_is_no_hang(tmp_path):
 
 
 def test_silent_corruption_stops_the_job_and_resumes_before_it_without_its_node(tmp_path):
-    """Rank 2 (node1) computes wrong numbers from step 1, with no error: its canary disagrees
-    with the three others', the supervisor stops the attempt, leaves node1 out and resumes from
-    before step 1, so no checkpoint saved since (steps 4, 8, ...) is trained on."""
-    report, summary, _ = supervise(tmp_path, "sdc", "sdc@step=1,rank=2", nnodes=2, nproc=2, steps=24)
+    """Rank 2 (node1) computes wrong numbers from step 3, with no error. The canaries run at
+    steps 1 and 11 (the run's last but one): rank 2's disagrees with the three others' at 11,
+    so the fault began after step 1, and the supervisor (stopping the attempt, or finding it in
+    the run that just finished) leaves node1 out and resumes from before step 2: none of the
+    checkpoints saved since (steps 4 and 8) is trained on, though the canaries agreed at no
+    step between."""
+    report, summary, _ = supervise(tmp_path, "sdc", "sdc@step=3,rank=2", nnodes=2, nproc=2, steps=12)
     first, second = report.attempts[0], report.attempts[1]
     assert first.detection == "corruption" and first.verdict["category"] == "silent_data_corruption"
     assert (first.verdict["culprit"]["rank"], first.verdict["culprit"]["node"]) == (2, "node1")
     assert first.action == "restart_excluding_node"
-    assert second.plan["excluded_nodes"] == ["node1"] and second.plan["resume_before_step"] == 1
+    assert second.plan["excluded_nodes"] == ["node1"] and second.plan["resume_before_step"] == 2
     assert report.status == "completed" and len(report.attempts) == 2
     assert summary["world_size"] == 2 and summary["resumed_from_step"] is None
-    assert summary["steps_completed"] == 24
+    assert summary["steps_completed"] == 12
 
 
 def test_oom_fails_fast_without_a_restart(tmp_path):

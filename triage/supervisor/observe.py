@@ -66,6 +66,10 @@ class Progress:
     #: the first step whose known-answer canary came out different on some ranks (silent data
     #: corruption, if a majority agrees: the analysis decides); None while all agree
     canary_split_step: int | None = None
+    #: the last step before the split whose canary every rank computed alike: the hardware was
+    #: right then, not necessarily one step later (canaries run every N steps, a fault starts
+    #: when it starts), so only checkpoints up to it are known good; None: no such step
+    canary_clean_step: int | None = None
 
 
 _PROGRESS_SQL = """
@@ -108,11 +112,16 @@ ORDER BY e.time LIMIT 1
 """
 
 
+#: The first step whose canaries differ, and the last before it that as many ranks computed alike.
 _CANARY_SPLIT_SQL = """
-SELECT min(step) FROM (
-  SELECT step FROM events
+WITH c AS (
+  SELECT step, count(DISTINCT message) AS answers, count(DISTINCT rank) AS ranks FROM events
   WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND kind = 'canary'
-  GROUP BY step HAVING count(DISTINCT message) > 1)
+  GROUP BY step),
+split AS (SELECT arg_min(step, step) AS step, arg_min(ranks, step) AS ranks FROM c WHERE answers > 1)
+SELECT split.step, (SELECT max(c.step) FROM c WHERE c.answers = 1 AND c.step < split.step
+                    AND c.ranks >= split.ranks)
+FROM split
 """
 
 
@@ -153,6 +162,7 @@ def read_attempt_progress(
         ),
         stall,
         None if split is None or split[0] is None else int(split[0]),
+        None if split is None or split[1] is None else int(split[1]),
     )
 
 

@@ -22,6 +22,8 @@ class StopSignals:
         #: the job is to checkpoint and be requeued, not interrupted.
         self.term_is_preemption = term_is_preemption
         self.preemption: bool = False
+        #: SIGTERMs received as preemption notices: a second one is Slurm ending the job now.
+        self.notices = 0
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
@@ -32,6 +34,7 @@ class StopSignals:
     def _handle(self, signum: int, frame: Any) -> None:
         if signum == signal.SIGTERM and self.term_is_preemption:
             self.preemption = True
+            self.notices += 1
             return
         self.received = signal.Signals(signum).name
 

@@ -14,6 +14,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -96,6 +97,9 @@ _EXIT_FLUSH_WAIT_S = 1.5
 #: large model's checkpoint to shared storage takes minutes; Slurm's own deadline (the
 #: preemption's GraceTime, the job's end) usually comes first and ends everything.
 _PREEMPTED_SAVE_S = 300.0
+#: How long the notice is offered to the attempt's step (squeue lists a step a moment after
+#: srun starts it) before it goes to srun instead.
+_FORWARD_FALLBACK_S = 5.0
 _POLL_S = 0.25
 _PROBE_S = 2.0
 #: How long to wait for the agents to ingest a stopped attempt's last spool segments.
@@ -134,6 +138,7 @@ class Supervisor:
         self.slurm: Allocation | None = None
         self.first_attempt = 0
         self._resumed: Continuation | None = None
+        self._notice_at: float | None = None  # when Slurm's SIGTERM came (wall time)
         self._requeue: tuple[str, ...] | None = None  # nodes to exclude when requeued in Slurm
         self._started = time.time()  # the run's start (an earlier incarnation's, when resumed)
         if cfg.launcher == "slurm":
@@ -604,8 +609,16 @@ class Supervisor:
         report.first_step_end = progress.first_step_end
         report.resumed_from_step = None if progress.first_step is None else progress.first_step - 1
         verdict, analysis = None, None
+        if outcome == Status.COMPLETED and progress.canary_split_step is not None:
+            # the canaries disagreed in the last steps, after the watch last looked: a run that
+            # finished on wrong numbers has not succeeded (resumed from before the split)
+            analysis = self._analysis("looking for silent data corruption")
+            if corruption_verdict(analysis, attempt) is not None:
+                outcome, detection = Status.FAILED, "corruption"
+                report.outcome, report.detection = outcome, detection
         if outcome != Status.COMPLETED:
-            analysis = self._analysis(f"diagnosing attempt {attempt}")
+            if analysis is None:
+                analysis = self._analysis(f"diagnosing attempt {attempt}")
             verdict = root_verdict(analysis, attempt)
             if detection == "corruption":  # stopped for it: the ranks had no error of their own
                 verdict = corruption_verdict(analysis, attempt) or verdict
@@ -615,7 +628,7 @@ class Supervisor:
                 and outcome != Status.PREEMPTED
             ):
                 verdict = None  # the SIGTERM was ours, sent to stop the failed attempt
-            if detection == "slurm_sigterm":
+            if detection == "slurm_sigterm" and not _fault_before(verdict, self._notice_at):
                 verdict = Verdict(
                     Category.PREEMPTION,
                     1.0,
@@ -731,36 +744,37 @@ class Supervisor:
         next_tend = 0.0
         next_score = started + self.cfg.score_interval
         progress = Progress()
-        forwarded, forwarded_at = False, 0.0
+        notice_at: float | None = None  # when Slurm's SIGTERM was seen (monotonic)
+        forwarded = False
         blind_said = False
         next_corruption_check = 0.0
         while True:
             self._stops.check()
-            if self._stops.preemption and not forwarded and self.slurm is not None:
-                # the scheduler's notice: every task of the step gets it, the ranks checkpoint
-                # and exit 143 (preempted)
-                self._show(attempt, "SIGTERM from Slurm: asking the ranks to checkpoint and stop", progress)
-                self._safely(
-                    "passing the SIGTERM on to the attempt's step",
-                    slurm.cancel_steps,
-                    self.slurm.job_id,
-                    step_name,
-                    "TERM",
-                )
-                forwarded = True
-                forwarded_at = time.monotonic()
-            rc = procs.poll()
-            now = time.time()
-            if forwarded:
+            if self._stops.preemption and self.slurm is not None:
                 # Slurm signals every process of the step, torchrun included, whose exit status
                 # then says little: the attempt ends because the scheduler asked. Ranks leave
                 # one by one as their saves end (torchrun may cut a save short), which the
                 # rank-exit and hang rules would take for a failure and restart: none applies
-                # now, the launcher's exit ends the attempt (or `_PREEMPTED_SAVE_S`).
-                if rc is not None or time.monotonic() - forwarded_at >= _PREEMPTED_SAVE_S:
+                # now. The launcher's exit ends the attempt, or Slurm's second SIGTERM (it is
+                # ending the job now), or `_PREEMPTED_SAVE_S`.
+                if notice_at is None:
+                    notice_at, self._notice_at = time.monotonic(), time.time()
+                    self._show(
+                        attempt, "SIGTERM from Slurm: asking the ranks to checkpoint and stop", progress
+                    )
+                    self._continue_after(attempt)
+                if not forwarded:
+                    forwarded = self._pass_notice_on(procs, step_name, time.monotonic() - notice_at)
+                if (
+                    procs.poll() is not None
+                    or self._stops.notices > 1
+                    or time.monotonic() - notice_at >= _PREEMPTED_SAVE_S
+                ):
                     return Status.PREEMPTED, "slurm_sigterm", progress
                 time.sleep(_POLL_S)
                 continue
+            rc = procs.poll()
+            now = time.time()
             if rc is not None:
                 return (
                     {0: Status.COMPLETED, EXIT_PREEMPTED: Status.PREEMPTED}.get(rc, Status.FAILED),
@@ -835,6 +849,37 @@ class Supervisor:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
             time.sleep(_POLL_S)
+
+    def _pass_notice_on(self, procs: AttemptProcesses, step_name: str, waited_s: float) -> bool:
+        """Whether Slurm's notice reached the attempt's tasks: signalled as a step once squeue
+        lists it (just after srun starts it does not yet), else after `_FORWARD_FALLBACK_S`
+        through srun itself, which passes SIGTERM on to its tasks."""
+        assert self.slurm is not None
+        steps = self._safely(
+            "passing the SIGTERM on to the attempt's step",
+            slurm.cancel_steps,
+            self.slurm.job_id,
+            step_name,
+            "TERM",
+        )
+        if steps:
+            return True
+        if waited_s < _FORWARD_FALLBACK_S:
+            return False
+        if procs.poll() is None:
+            procs.launcher.send_signal(signal.SIGTERM)
+        return True
+
+    def _continue_after(self, attempt: int) -> None:
+        """The run's continuation, saved as soon as the notice comes: Slurm may kill this
+        process before the attempt is over (KillWait after the time limit or the preemption's
+        GraceTime), and a job Slurm requeues itself must still go on with this run.
+        `_requeue_in_slurm` writes it again with the nodes to leave out."""
+        assert self.slurm is not None
+        continuation = Continuation(
+            self.job_id, self.run_id, self._started, attempt + 1, list(self.report.excluded_nodes)
+        )
+        self._safely("saving the run's continuation", continuation.save, self.data_dir, self.slurm.job_id)
 
     def _vanished_rows(
         self,
@@ -1063,11 +1108,14 @@ class Supervisor:
 
 
 def _failed_step(progress: Progress, detection: str) -> int:
-    """The step the failure hit: where the canaries first disagreed for a corruption (every
-    checkpoint from it on holds wrong numbers), the first non-finite loss, else the step after
-    the last one completed."""
+    """The step the failure hit: for a corruption, the step after the last whose canaries all
+    agreed (the fault began somewhere after it and up to where they first disagreed; every
+    checkpoint from it on may hold wrong numbers), else the attempt's first step; the first
+    non-finite loss; else the step after the last one completed."""
     if detection == "corruption" and progress.canary_split_step is not None:
-        return progress.canary_split_step
+        if progress.canary_clean_step is not None:
+            return progress.canary_clean_step + 1
+        return progress.first_step if progress.first_step is not None else progress.canary_split_step
     if progress.failed_step is not None:
         return progress.failed_step
     return (progress.last_step or 0) + 1
@@ -1079,6 +1127,19 @@ def _end_capture(output: AttemptLog, scratch: Path | None) -> None:
     output.close()
     if scratch is not None:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _fault_before(verdict: Verdict | None, notice_at: float | None) -> bool:
+    """Whether the attempt's root cause is a fault of a node's hardware seen before Slurm's
+    notice: still its cause (the node is left out of the requeued job), not the preemption."""
+    return (
+        verdict is not None
+        and notice_at is not None
+        and verdict.category.spec.action is Action.RESTART_EXCLUDING_NODE
+        and verdict.culprit.node is not None
+        and verdict.first_seen is not None
+        and verdict.first_seen < notice_at
+    )
 
 
 def _why(entries: Sequence[HealthEntry]) -> str:
