@@ -45,6 +45,13 @@ class AnalyzerConfig:
             "blocked in it (heartbeats come every second; healthy collectives take ms)"
         },
     )
+    heartbeat_period_s: float = field(
+        default=1.0,
+        metadata={
+            "help": "how often ranks send heartbeats (the hooks' heartbeat_interval_s): a rank's "
+            "last one is at most this long before it stopped"
+        },
+    )
     heartbeat_stale_s: float = field(
         default=15.0,
         metadata={"help": "a rank whose last heartbeat is older than this (before `now`) is not alive"},
@@ -116,6 +123,7 @@ class AnalyzerConfig:
             "--hang-min-s": self.hang_min_s,
             "--hang-step-factor": self.hang_step_factor,
             "--heartbeat-stale-s": self.heartbeat_stale_s,
+            "--heartbeat-period-s": self.heartbeat_period_s,
             "--blocked-at-end-s": self.blocked_at_end_s,
             "--node-silence-spread-s": self.node_silence_spread_s,
             "--straggler-slowdown": self.straggler_slowdown,

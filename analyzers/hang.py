@@ -162,7 +162,9 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     # all-reduce, DTensor's and p2p ones are not), and a peer uploading a checkpoint or
     # evaluating on I/O is idle too. The Flight Recorder's stacks name it there.
     failed_at = ev[ev["kind"].isin(("exception", EVENT_RANK_EXIT))].groupby("rank")["time"].min()
-    wait_end = float(waiters["alive_until"].max())
+    # the waiters waited until they were stopped: up to a heartbeat period after their last beat
+    # (a death the supervisor noticed between two beats, then stopped them for)
+    wait_end = float(waiters["alive_until"].max()) + cfg.heartbeat_period_s
     left = [r for r in culprits if r in failed_at.index and float(failed_at[r]) <= wait_end]
     if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
         culprit = (

@@ -466,7 +466,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.STORAGE_ERROR,
         "disk space",
         # managed services' words for a full volume (SageMaker's artifact upload)
-        r"Insufficient disk space|(?:ran|running) out of disk space",
+        r"Insufficient disk space|ran out of disk space",
         0.8,
         "the disk is full",
     ),
@@ -743,11 +743,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "store-socket-timeout",
         _C.RENDEZVOUS_ERROR,
         "socket timeout",
-        # the c10d store's bare timeout (torch.distributed.elastic's store helpers): weak, as a
-        # store also times out after a peer died of something else
+        # the c10d store's bare timeout (torch.distributed.elastic's store helpers): a symptom
+        # at the reporting threshold, as a store also times out after a peer died of something
+        # else (a SIGKILLed peer's exit line, 0.55, says more)
         r"\b(?:RuntimeError|DistNetworkError): Socket Timeout\b",
-        0.55,
+        0.5,
         "a rank timed out on the rendezvous store",
+        symptom=True,
     ),
     _s(
         "eaddrinuse",
@@ -1017,8 +1019,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "launch-failure",
         _C.CUDA_ERROR,
-        "launch failure",
-        r"unspecified launch failure",
+        "launch failure|hiperrorlaunchfailure",
+        r"unspecified launch failure|hipErrorLaunchFailure",
         0.8,
         "CUDA unspecified launch failure",
     ),
@@ -1056,16 +1058,17 @@ SIGNATURES: tuple[Signature, ...] = (
         # CUDA's (and HIP's) runtime error of a kind no stronger form names: the taxonomy's
         # default for a runtime fault; kept weak, so any named cause in the log wins
         r"\b(?:CUDA|HIP) error: (?!out of memory|device-side assert|no kernel image|invalid device (?:ordinal|function)"
-        r"|(?:all|no) CUDA-capable|CUDA driver version)[a-z]",
+        r"|(?:all|no) CUDA-capable|CUDA driver version|driver shutting down|context is destroyed)[a-z]",
         0.5,
         "CUDA runtime error",
     ),
     _s(
         "rocm-memory-fault",
         _C.CUDA_ERROR,
-        "memory access fault by gpu|hw exception by gpu",
+        "memory access fault by gpu|hw exception by gpu|hsa_status_error",
         # ROCm's forms of an illegal memory access and of a kernel that never finished
-        r"Memory access fault by GPU node-\d+|HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang",
+        r"Memory access fault by GPU node-\d+|HW Exception by GPU node-\d+.*reason\s*:\s*GPU Hang"
+        r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION|HSA_STATUS_ERROR_EXCEPTION",
         0.7,
         "the GPU faulted on a memory access or hung in a kernel (ROCm)",
     ),
@@ -1083,7 +1086,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "invalid device function|nobinaryforgpu",
         # CUDA's and HIP's word for a kernel with no code for this GPU's architecture (an
         # extension or a ROCm build for another gfx target)
-        r"(?:CUDA|HIP) error: invalid device function|hipErrorNoBinaryForGpu",
+        r"(?:CUDA|HIP) error: invalid device function|Cuda failure 'invalid device function'|hipErrorNoBinaryForGpu",
         0.75,
         "a kernel has no code for this GPU's architecture",
     ),
@@ -1107,8 +1110,15 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "no-cuda-device",
         _C.ENVIRONMENT_ERROR,
-        "cuda",
-        r"no CUDA-capable device is detected|Torch not compiled with CUDA enabled",
+        "cuda|hiperror|rocm-capable|ptx",
+        r"no CUDA-capable device is detected|Torch not compiled with CUDA enabled"
+        # a device held by another process (exclusive compute mode), ROCm's missing device or
+        # driver, a driver too old for the toolkit's PTX or its forward compatibility
+        r"|CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy"
+        r"|hipErrorNoDevice|no ROCm-capable device|hipErrorInsufficientDriver"
+        r"|unsupported display driver / cuda driver combination"
+        r"|forward compatibility was attempted on non supported HW"
+        r"|PTX was compiled with an unsupported toolchain|PTX JIT compiler library not found",
         0.75,
         "no usable CUDA device in this environment",
     ),
@@ -1223,20 +1233,31 @@ SIGNATURES: tuple[Signature, ...] = (
         "importerror",
         # an import the installed packages cannot satisfy (a missing optional dependency, a
         # name a version does not have); not a circular import of the script's own modules
-        r"\bImportError: (?!.*partially initialized module)\S",
-        0.65,
+        r"^(?:[\w.]+\.)?ImportError: (?!.*(?:partially initialized module|sys\.meta_path is None"
+        r"|attempted relative import))\S",
+        0.55,
         "a Python import failed (a missing or mismatched package)",
     ),
     _s(
         "built-for-other-versions",
         _C.ENVIRONMENT_ERROR,
-        "was built for|version mismatch",
-        # xFormers' compiled extensions against another torch; Ray's workers against another
-        # cluster version
-        r"can't load C\+\+/CUDA extensions\. \w+ was built for"
-        r"|Version mismatch: The cluster was started with",
+        "version mismatch|no operator found for",
+        # Ray's workers against another cluster version (its patch-version difference is only
+        # a warning); xFormers without a kernel for the job's torch or GPU
+        r"(?<!patch )Version mismatch: The cluster was started with"
+        r"|No operator found for `memory_efficient_attention",
         0.75,
         "a component was built for or started with other versions than the job's",
+    ),
+    _s(
+        "xformers-built-for",
+        _C.ENVIRONMENT_ERROR,
+        "was built for",
+        # a warning: xFormers falls back and the run may go on; the evidence when nothing else is
+        r"can't load C\+\+/CUDA extensions\. \w+ was built for",
+        0.6,
+        "xFormers was built for another torch or CUDA",
+        symptom=True,
     ),
     _s(
         "state-dict-load",
@@ -1252,7 +1273,9 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.CHECKPOINT_ERROR,
         "unable to load",
         # Megatron-derived trainers: the optimizer, RNG or model state is not in the checkpoint
-        r"Unable to load (?:the )?(?:optimizer|model|rng state|random state|scheduler)\w* from checkpoint",
+        r"Unable to load (?:the )?(?:optimizer|model|rng state|random state|scheduler|iteration)\w* from checkpoint"
+        # Transformers: a weights file it cannot read (an interrupted download, a truncated save)
+        r"|Unable to load weights from pytorch checkpoint file",
         0.8,
         "a state the resume needs is missing from the checkpoint",
     ),
@@ -1399,8 +1422,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cuda-oom",
         _C.GPU_OOM,
-        "out of memory|outofmemory",
-        r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|CUDA error: out of memory"
+        "out of memory|outofmemory|memoryallocation|pt_devmem",
+        r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|\b(?:CUDA|HIP) error: out of memory"
+        r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation|MODULE:PT_DEVMEM Allocation failed"
         r"|Cuda failure 'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
         r"|Out of memory error on GPU \d+\. Cannot allocate",  # PaddlePaddle's ResourceExhaustedError
         0.95,
@@ -1426,12 +1450,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "accelerator-memory-too-small",
         _C.GPU_OOM,
-        "peak hbm|synhelper|cache blocks",
+        "peak hbm|synhelper|cache blocks|gpu memory utilization|kv cache",
         # Neuron's compiler, Gaudi's graph workspace, vLLM's KV cache in an RL trainer's rollout
         # engine: each the device memory running out in its own words
         r"Estimated peak HBM usage \([\d.]+\) exceeds \d+GB"
         r"|MODULE:SYNHELPER workspace Allocation of size ::?\d+ failed"
-        r"|No available memory for the cache blocks",
+        r"|No available memory for the cache blocks|is less than desired GPU memory utilization"
+        r"|larger than the maximum number of tokens that can be stored in KV cache"
+        r"|KV cache is needed, which is larger than the available KV cache memory",
         0.85,
         "the accelerator's memory is too small for the program (compiler, graph workspace or KV cache)",
     ),
@@ -1513,6 +1539,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|detected inf or nan"
         # a pipeline's own check naming what went non-finite (kohya's "NaN detected in latents")
         r"|(?<!\bno )(?<!\bnot )\bnan (?:detected|encountered) in (?:the )?(?:loss|latents?|grad\w*|logits|outputs?|activations?)\b"
+        r"(?!\s*[:=]\s*(?:false|0|none)\b)"
         r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b",
         0.85,
         "loss or gradients became NaN/Inf",

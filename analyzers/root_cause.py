@@ -69,11 +69,14 @@ def choose_root(fatal: list[Finding], cfg: AnalyzerConfig) -> Finding | None:
         if f.time <= earliest.time + cfg.correlation_window_s
         and f.verdict.category is not Category.PREEMPTION
     ]
-    # on a tie in layer, a finding that names its culprit says more than one that cannot
-    # (a stall seen in the heartbeats vs. the rank the Flight Recorder shows never arrived)
+    # a finding sure enough to be reported outranks a guess (a rank's bare `EOFError` from the
+    # store whose host was just SIGKILLed is no deeper cause than that kill); on a tie in layer,
+    # a finding that names its culprit says more than one that cannot (a stall seen in the
+    # heartbeats vs. the rank the Flight Recorder shows never arrived)
     return max(
         window,
         key=lambda f: (
+            f.verdict.confidence >= cfg.confidence_threshold,
             f.verdict.layer.depth,
             f.verdict.culprit.rank is not None,
             -f.time,

@@ -145,6 +145,29 @@ def test_a_rank_slow_to_start_that_then_dies_is_no_hang():
     assert any("left behind by rank 3, which failed" in c for c in root.verdict.consequences), root.verdict
 
 
+def test_a_kill_at_start_up_outranks_the_guess_at_a_peer_s_bare_error_it_caused():
+    """Rank 0, the store's host, is SIGKILLed in its first step; rank 1 reads EOF from the store
+    a moment before the launcher reports the kill. The bare `EOFError` is only a guess at a user
+    bug (below the confidence threshold): the kill, a finding sure enough to report, is the
+    root, and its rank the culprit."""
+    b = JobBuilder().world(4, per_node=2)
+    b.event(0, 1, T0 + 2.0, "exception", "EOFError: ", traceback="EOFError: ")
+    b.event(
+        0,
+        0,
+        T0 + 2.3,
+        "rank_exit",
+        "Signal 9 (SIGKILL) received by PID 4242",
+        exit_code=-9,
+        signal="SIGKILL",
+        pid=4242,
+        first_observed=True,
+    )
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.UNKNOWN and root.verdict.culprit.rank == 0, root.verdict.summary
+    assert "SIGKILL" in root.verdict.summary
+
+
 def test_in_a_pair_the_heartbeats_say_who_never_entered_but_blame_no_one():
     """Two ranks: rank 0 waits in all_reduce #10 while rank 1, alive and raising nothing,
     never enters it. Half of the group: the summary says so, the culprit is left to the

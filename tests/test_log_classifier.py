@@ -1865,6 +1865,85 @@ _ROUNDS_21_22 = [
 ]
 
 
+_REVIEWED_FOURTH = [
+    # a review of rounds 21-22's families (2026-12-07): warnings that quote an error are no
+    # cause, shutdown noise is none, OOMs in HIP's and Gaudi's words are OOMs
+    (
+        [
+            "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:",
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "2024-01-01 12:00:00,000 WARNING utils.py:1591 -- Python patch version mismatch: The cluster was "
+            "started with:",
+            "KeyError: 'labels'",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["foo.py:12: UserWarning: ImportError: No module named 'pyfftw'", "KeyError: 'labels'"],
+        C.USER_CODE_ERROR,
+    ),
+    (["ImportError: sys.meta_path is None, Python is likely shutting down"], C.UNKNOWN),
+    (["RuntimeError: HIP error: out of memory"], C.GPU_OOM),
+    (["torch.AcceleratorError: HIP error: out of memory"], C.GPU_OOM),
+    (["HIP error: hipErrorOutOfMemory"], C.GPU_OOM),
+    (
+        ["RuntimeError: FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::1073741824 (1024)MB"],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "terminate called after throwing an instance of 'c10::Error'",
+            "  what():  CUDA error: driver shutting down",
+        ],
+        C.UNKNOWN,
+    ),
+    (
+        [
+            "[rank1]: RuntimeError: Socket Timeout",
+            "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 123) of "
+            "binary: /usr/bin/python",
+        ],
+        C.HOST_OOM,
+    ),
+    (["RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"], C.ENVIRONMENT_ERROR),
+    (["RuntimeError: HIP error: hipErrorNoDevice"], C.ENVIRONMENT_ERROR),
+    (["RuntimeError: HIP error: hipErrorLaunchFailure"], C.CUDA_ERROR),
+    (["nan detected in gradients: False", "step 10 done"], C.UNKNOWN),
+    (["WARNING: Running out of disk space on /tmp", "KeyError: 'labels'"], C.USER_CODE_ERROR),
+    (
+        [
+            "ValueError: Free memory on device (10.5/79.1 GiB) on startup is less than desired GPU memory "
+            "utilization (0.9, 71.2 GiB)."
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
+            "be stored in KV cache (21000)."
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the "
+            "largest legal address. code: 0x29"
+        ],
+        C.CUDA_ERROR,
+    ),
+    (
+        ["OSError: Unable to load weights from pytorch checkpoint file for '/models/x/pytorch_model.bin'"],
+        C.CHECKPOINT_ERROR,
+    ),
+    (["node1:123:456 [0] NCCL WARN Cuda failure 'invalid device function'"], C.ENVIRONMENT_ERROR),
+]
+
+
 @pytest.mark.parametrize(
     ("lines", "category"),
     _ROUNDS_11_12
@@ -1875,7 +1954,8 @@ _ROUNDS_21_22 = [
     + _REVIEWED_AGAIN
     + _ROUNDS_19_20
     + _REVIEWED_THIRD
-    + _ROUNDS_21_22,
+    + _ROUNDS_21_22
+    + _REVIEWED_FOURTH,
 )
 def test_rounds_eleven_to_twenty_two_families_in_other_forms_and_what_they_must_not_claim(lines, category):
     assert classify_lines(lines).category is category
