@@ -233,6 +233,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "the cgroup OOM handler killed a task",
     ),
     _s(
+        "platform-oom-killer",
+        _C.HOST_OOM,
+        "oom killer",
+        r"killed by \"?OOM Killer\"?",
+        0.85,
+        "the platform's OOM killer ended the job",
+    ),
+    _s(
         "replica-out-of-memory",
         _C.HOST_OOM,
         "ran out-of-memory",
@@ -469,6 +477,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Insufficient disk space|ran out of disk space",
         0.8,
         "the disk is full",
+    ),
+    _s(
+        "tf-checkpoint-write-exhausted",
+        _C.STORAGE_ERROR,
+        "checkpoint file",
+        r"Error writing \(tmp\) checkpoint file: .*Resource exhausted",
+        0.85,
+        "the disk filled while a checkpoint was written",
     ),
     _s(
         "stale-handle",
@@ -1123,6 +1139,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "no usable CUDA device in this environment",
     ),
     _s(
+        "built-without-cuda",
+        _C.ENVIRONMENT_ERROR,
+        "without cuda|without gpu",
+        # in an error or a fatal log line (k2's `[F] ... k2 compiled without CUDA support`), not
+        # a note that an optional extension is missing
+        r"(?:\[F\]|\w*(?:Error|Exception)\b|\bfatal\b).*?\b(?:compiled|built) without (?:CUDA|GPU)\b",
+        0.75,
+        "a library was built without the GPU support the job uses",
+    ),
+    _s(
         "backend-not-built",
         _C.ENVIRONMENT_ERROR,
         "built in",
@@ -1215,7 +1241,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "glibcxx",
         _C.ENVIRONMENT_ERROR,
         "not found",
-        r"GLIBC\w*_[\d.]+' not found",
+        r"^(?!.*libibverbs: Warning: couldn't load driver).*GLIBC\w*_[\d.]+' not found",
         0.8,
         "the C/C++ runtime is too old",
     ),
@@ -1278,6 +1304,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Unable to load weights from pytorch checkpoint file",
         0.8,
         "a state the resume needs is missing from the checkpoint",
+    ),
+    _s(
+        "orbax-tmp-collision",
+        _C.CHECKPOINT_ERROR,
+        "orbax-checkpoint-tmp",
+        r"(?:FileExistsError|Error).*\.orbax-checkpoint-tmp-\d+",
+        0.8,
+        "an Orbax checkpoint's temporary directory already exists (an interrupted earlier save)",
     ),
     # safetensors refuses tied weights (Accelerate's save_state, Trainer's save): nothing written
     _s(
@@ -1450,10 +1484,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "accelerator-memory-too-small",
         _C.GPU_OOM,
-        "peak hbm|synhelper|cache blocks|gpu memory utilization|kv cache",
+        "peak hbm|synhelper|cache blocks|gpu memory utilization|kv cache|runtime error: out of memory",
         # Neuron's compiler, Gaudi's graph workspace, vLLM's KV cache in an RL trainer's rollout
         # engine: each the device memory running out in its own words
         r"Estimated peak HBM usage \([\d.]+\) exceeds \d+GB"
+        r"|Runtime error: out of memory \S+\.(?:hpp|cuh?|cpp):\d+"
         r"|MODULE:SYNHELPER workspace Allocation of size ::?\d+ failed"
         r"|No available memory for the cache blocks|is less than desired GPU memory utilization"
         r"|larger than the maximum number of tokens that can be stored in KV cache"
@@ -1524,8 +1559,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "grad-norm-nonfinite",
         _C.NUMERICAL_INSTABILITY,
-        "non-finite",
-        r"total norm of order \S+ for gradients from `?parameters`? is non-finite",
+        "non-finite|grad norm|gradients at all steps",
+        r"total norm of order \S+ for gradients from `?parameters`? is non-finite"
+        # ESPnet's trainers, in words: "grad norm is nan. Do not update model", "The gradients
+        # at all steps are invalid in this epoch"
+        r"|\bgrad norm (?:is|was|became) (?:nan|inf)\b|gradients at all steps are invalid",
         0.85,
         "clip_grad_norm_(error_if_nonfinite=True): the gradient norm is NaN/Inf",
     ),
@@ -1609,9 +1647,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "image-decode",
         _C.DATA_PIPELINE_ERROR,
-        "image|decompressionbomb",
+        "image|decompressionbomb|unknown format",
         r"UnidentifiedImageError|cannot identify image file|DecompressionBombError"
-        r"|image file is truncated",
+        r"|image file is truncated"
+        # libsndfile (soundfile) on an audio file it cannot decode
+        r"|Error opening .*: File contains data in an unknown format",
         0.8,
         "a corrupt input sample",
     ),

@@ -4,11 +4,12 @@ srun step, the continuation a requeued job reads, and the refusals outside an al
 from __future__ import annotations
 
 import itertools
+import signal
 
 import pytest
 
 from triage.config import ConfigError
-from triage.supervisor.slurm import Allocation, Continuation, step_command
+from triage.supervisor.slurm import Allocation, Continuation, SlurmError, requeue, step_command
 from triage.supervisor.slurm_node import node_command
 
 KW = dict(nnodes=3, node_rank=2, endpoint="10.0.0.5:29500", local_addr="10.0.0.7", rdzv_id="42.3")
@@ -86,3 +87,41 @@ def test_a_slurm_that_does_not_answer_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[0-1]")
     with pytest.raises(ConfigError, match="Unable to contact slurm controller"):
         Allocation.from_env()
+
+
+def _fake_scontrol(tmp_path, monkeypatch, first_answer: str) -> list[str]:
+    """An scontrol that answers `first_answer` (and exit 1) once, then succeeds; the calls it got."""
+    log, once = tmp_path / "calls", tmp_path / "answered"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(
+        f'#!/bin/sh\necho "$*" >> {log}\n'
+        f'if [ ! -e {once} ]; then touch {once}; echo "{first_answer}" >&2; exit 1; fi\n'
+    )
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    return log
+
+
+def test_a_requeue_goes_through_a_busy_controller_and_stops_at_a_real_refusal(monkeypatch, tmp_path):
+    """A busy slurmctld's `Socket timed out` is tried again (a failed requeue ends a run that
+    was to go on); a refusal that means it (no such job) is not."""
+    previous = signal.getsignal(signal.SIGTERM)  # requeue() ignores SIGTERM, as the batch must
+    try:
+        log = _fake_scontrol(
+            tmp_path, monkeypatch, "scontrol: error: slurm_requeue2: Socket timed out on send/recv operation"
+        )
+        requeue("42", ["node1"], pause_s=0.0)
+        assert log.read_text().splitlines() == [
+            "requeuehold 42",
+            "requeuehold 42",
+            "update jobid=42 ExcNodeList=node1",
+            "release 42",
+        ]
+        other = tmp_path / "other"
+        other.mkdir()
+        log = _fake_scontrol(other, monkeypatch, "scontrol: error: Invalid job id specified")
+        with pytest.raises(SlurmError, match="Invalid job id"):
+            requeue("42", [], pause_s=0.0)
+        assert log.read_text().splitlines() == ["requeue 42"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +55,23 @@ def _run(argv: Sequence[str]) -> str:
             f"`{' '.join(argv)}` exited {out.returncode}: {(out.stderr or out.stdout).strip()[:500]}"
         )
     return out.stdout
+
+
+#: What a busy or restarting slurmctld answers; the same call a moment later goes through.
+_TRANSIENT = ("Socket timed out", "Unable to contact slurm controller", "Resource temporarily unavailable")
+
+
+def _run_retrying(argv: Sequence[str], tries: int = 3, pause_s: float = 1.0) -> str:
+    """`_run`, tried again after a controller's transient refusal: a requeue that fails leaves
+    a run that was to go on ended instead."""
+    for _ in range(tries - 1):
+        try:
+            return _run(argv)
+        except SlurmError as exc:
+            if not any(t in str(exc) for t in _TRANSIENT):
+                raise
+        time.sleep(pause_s)
+    return _run(argv)
 
 
 def available() -> bool:
@@ -146,21 +164,23 @@ def cancel_steps(job_id: str, name: str, signal: str = "KILL") -> list[str]:
     return steps
 
 
-def requeue(job_id: str, exclude: Sequence[str]) -> None:
+def requeue(job_id: str, exclude: Sequence[str], pause_s: float = 1.0) -> None:
     """Put the job back in the queue, never again on the nodes in `exclude`. Ends this batch
     script (SIGTERM, SIGKILL after KillWait): call it last. Slurm takes a new ExcNodeList only
     from a job that is not running, so the job is requeued held, given the list, released:
     three quick calls, done long before KillWait is up."""
     if not exclude:
-        _run(["scontrol", "requeue", job_id])
+        _run_retrying(["scontrol", "requeue", job_id], pause_s=pause_s)
         return
     # the requeue SIGTERMs this batch script at once: live through it to release the job
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _run(["scontrol", "requeuehold", job_id])
+    _run_retrying(["scontrol", "requeuehold", job_id], pause_s=pause_s)
     try:
-        _run(["scontrol", "update", f"jobid={job_id}", f"ExcNodeList={','.join(exclude)}"])
+        _run_retrying(
+            ["scontrol", "update", f"jobid={job_id}", f"ExcNodeList={','.join(exclude)}"], pause_s=pause_s
+        )
     finally:
-        _run(["scontrol", "release", job_id])
+        _run_retrying(["scontrol", "release", job_id], pause_s=pause_s)
 
 
 def drain(node: str, reason: str) -> bool:
