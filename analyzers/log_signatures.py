@@ -235,8 +235,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "platform-oom-killer",
         _C.HOST_OOM,
-        "oom killer",
-        r"killed by \"?OOM Killer\"?",
+        "oom killer|oom-killer|oomkiller",
+        # said as a fact (PAI's job summary, systemd's unit), not advice or a guess ("likely
+        # killed by OOM killer" after an exit 137, which torchrun's own SIGKILL also gives)
+        r"^(?!.*\b(?:likely|possibly|probably|may|might|could|avoid|if|prevent)\b).*"
+        r"\bkilled by (?:the )?\"?OOM[- ]?killer\b",
         0.85,
         "the platform's OOM killer ended the job",
     ),
@@ -1141,10 +1144,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "built-without-cuda",
         _C.ENVIRONMENT_ERROR,
-        "without cuda|without gpu",
+        "without cuda|without gpu|not compiled with",
         # in an error or a fatal log line (k2's `[F] ... k2 compiled without CUDA support`), not
         # a note that an optional extension is missing
-        r"(?:\[F\]|\w*(?:Error|Exception)\b|\bfatal\b).*?\b(?:compiled|built) without (?:CUDA|GPU)\b",
+        r"(?:\[F\]|\w*(?:Error|Exception)\b|(?<!non-)\bfatal\b).*?\b(?:compiled|built) without (?:CUDA|GPU)\b"
+        # torch_scatter's, torchvision's and detectron2's ops, XGBoost
+        r"|\bnot compiled with (?:CUDA|GPU) support\b",
         0.75,
         "a library was built without the GPU support the job uses",
     ),
@@ -1309,7 +1314,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "orbax-tmp-collision",
         _C.CHECKPOINT_ERROR,
         "orbax-checkpoint-tmp",
-        r"(?:FileExistsError|Error).*\.orbax-checkpoint-tmp-\d+",
+        r"\bFileExistsError\b.*\.orbax-checkpoint-tmp(?:-\d+)?\b",
         0.8,
         "an Orbax checkpoint's temporary directory already exists (an interrupted earlier save)",
     ),
@@ -1559,13 +1564,23 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "grad-norm-nonfinite",
         _C.NUMERICAL_INSTABILITY,
-        "non-finite|grad norm|gradients at all steps",
+        "non-finite|gradients at all steps",
         r"total norm of order \S+ for gradients from `?parameters`? is non-finite"
-        # ESPnet's trainers, in words: "grad norm is nan. Do not update model", "The gradients
-        # at all steps are invalid in this epoch"
-        r"|\bgrad norm (?:is|was|became) (?:nan|inf)\b|gradients at all steps are invalid",
+        # ESPnet2's stop: "The gradients at all steps are invalid in this epoch"
+        r"|gradients at all steps are invalid",
         0.85,
         "clip_grad_norm_(error_if_nonfinite=True): the gradient norm is NaN/Inf",
+    ),
+    _s(
+        "grad-norm-words-nonfinite",
+        _C.NUMERICAL_INSTABILITY,
+        "grad norm|gradient norm",
+        # ESPnet's trainers skip a step in words ("grad norm is nan. Do not update model"); with
+        # AMP the same line comes while the loss scale settles, so it is weak: a named failure
+        # later in the log wins
+        r"\bgrad(?:ient)? norm (?:is|was|became) (?:nan|inf)\b",
+        0.55,
+        "the gradient norm became NaN/Inf",
     ),
     _s(
         "loss-is-nan",
@@ -1647,11 +1662,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "image-decode",
         _C.DATA_PIPELINE_ERROR,
-        "image|decompressionbomb|unknown format",
+        "image|decompressionbomb|unknown format|format not recognised|file is malformed",
         r"UnidentifiedImageError|cannot identify image file|DecompressionBombError"
         r"|image file is truncated"
         # libsndfile (soundfile) on an audio file it cannot decode
-        r"|Error opening .*: File contains data in an unknown format",
+        r"|Error opening .*: (?:File contains data in an unknown format|Format not recognised"
+        r"|Supported file format but file is malformed)",
         0.8,
         "a corrupt input sample",
     ),

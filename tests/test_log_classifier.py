@@ -2002,6 +2002,37 @@ _ROUNDS_23_24 = [
         ["ImportError: /lib64/libc.so.6: version `GLIBC_2.34' not found (required by /opt/x/_C.so)"],
         C.ENVIRONMENT_ERROR,
     ),
+    # a review of those (2026-12-07): ESPnet's skip in words is also AMP's warm-up, so a named
+    # failure after it wins; an OOM killer guessed at, or advice about it, is none; Orbax's own
+    # lines that mention its tmp directory are no collision, its newer unsuffixed name is
+    (
+        [
+            "WARNING: The grad norm is inf. Skipping updating the model.",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "python exited with code 137 (likely killed by OOM killer)",
+        ],
+        C.GPU_OOM,
+    ),
+    (["A process of this unit has been killed by the OOM killer."], C.HOST_OOM),
+    (["I1207 Creating tmp directory /ck/label_errors/1000.orbax-checkpoint-tmp-3"], C.UNKNOWN),
+    (
+        [
+            "FileExistsError: Attempted to create temporary directory /c/30000.orbax-checkpoint-tmp which "
+            "already exists but appears a non-temporary checkpoint."
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (["RuntimeError: Not compiled with CUDA support"], C.ENVIRONMENT_ERROR),
+    (
+        ["soundfile.LibsndfileError: Error opening <_io.BytesIO object at 0x7f>: Format not recognised."],
+        C.DATA_PIPELINE_ERROR,
+    ),
 ]
 
 
