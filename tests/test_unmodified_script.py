@@ -137,12 +137,18 @@ def test_a_rank_zero_writing_its_checkpoint_to_stalled_storage_is_saving_not_hun
     with open_snapshot(tmp_path / "d") as snap:
         writes = snap.con.execute(
             "SELECT step, CAST(json_extract_string(detail, '$.seconds') AS DOUBLE) FROM events "
-            "WHERE kind = 'file_save_end' AND rank = 0 ORDER BY step"
+            "WHERE kind = 'file_save_end' AND rank = 0 "
+            "AND json_extract_string(detail, '$.path') LIKE '%trainer_state.pt' ORDER BY step"
+        ).fetchall()
+        dcp = snap.con.execute(
+            "SELECT rank, count(*) FROM events WHERE kind = 'file_save_end' "
+            "AND json_extract_string(detail, '$.path') NOT LIKE '%trainer_state.pt' GROUP BY rank ORDER BY rank"
         ).fetchall()
         checkpoints = snap.con.execute("SELECT count(*) FROM checkpoints").fetchone()
     # AdamW's step count numbers them: the write after optimizer step 4 is the stalled one;
-    # file writes are no checkpoints (the script's are DCP's, which the hooks do not see)
+    # every rank's DCP save of every step is timed too; file writes are no checkpoints
     assert [s for s, _ in writes] == list(range(1, 7)) and dict(writes)[4] >= 8, writes
+    assert dcp == [(0, 6), (1, 6), (2, 6)], dcp
     assert checkpoints == (0,)
 
 

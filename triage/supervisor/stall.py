@@ -167,7 +167,7 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
 """
 
 #: The ranks of this attempt with a save begun and not ended: a checkpoint, or a file the
-#: zero-code hooks saw written with `torch.save` (each kind on its own: a file written while a
+#: zero-code hooks saw written (`trainer_hooks/saves.py`; each kind on its own: a file written while a
 #: checkpoint is still open leaves the checkpoint open). A save that never ends (a write hung
 #: in the kernel) excuses its rank for good: the step-progress timeout is the backstop there.
 SAVING_SQL = """
