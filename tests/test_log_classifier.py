@@ -437,10 +437,11 @@ def test_corpus_is_real_labeled_and_covers_the_taxonomy():
 def test_corpus_accuracy_at_least_90_percent():
     result = evaluate(CORPUS)
     assert result["accuracy"] >= 0.9, result["misses"]
-    # 0.759 of 87 labelled culprits since rounds 23-24 (2026-12-07): the misses are culprits the
+    # 0.750 of 88 labelled culprits since rounds 23-25 (2026-12-07): the misses are culprits the
     # thread names (a reporter's suspicion, an issue title, a deleted pod, a rank the thread says
     # was still tokenizing, the rank that went into validation early) or a local GPU index
-    # taken for a rank (NCCL's `[0]`), and the log does not
+    # taken for a rank (NCCL's `[0]`), or one no family reads yet (round 25's rank without a
+    # driver, in TensorFlow's informational lines), and the log does not
     assert result["rank_accuracy"] >= 0.75, result["rank_misses"]
 
 
@@ -456,17 +457,18 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     14's 20 less 4, round 15's 18 less 4, round 16's 18 less 8, round 17's 10 less 1, round
     18's 20 less 5, round 19's 18 less 11 and round 20's 20 less 7 (and round 13's /dev/shm log,
     moved when round 19's family named it), round 21's 16 less 7, round 22's 14 less 6, round
-    23's 16 less 7 and round 24's 17 less 2. A
+    23's 16 less 7, round 24's 17 less 2, round 25's 5 and round 26's 1. A
     fall below the floor is a regression in generalisation, not a missing signature. The floor
     is 0.85 since rounds 21-22 (0.86 after rounds 15-20, 0.90 before): their first contact was
     50% and 21% (RL and diffusion stacks; AMD ROCm, Trainium, Gaudi, managed clouds), and the 6
     misses left in say so (labels resting on the threads: an unsupported GPU seen only as a
     memory fault, a missing network plugin seen as a closed socket); rounds 23-24 (speech and
-    recommendation stacks, storage and MoE) came in at 44% and 76%."""
+    recommendation stacks, storage and MoE) came in at 44% and 76%, rounds 25-26 (training
+    platforms, hardware; the stored threads ran dry at 6 logs) at 4 of 5 and 1 of 1."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 398
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 404
     assert held["accuracy"] >= 0.85, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.84: a timeout or a network error whose cause only the
