@@ -238,6 +238,22 @@ def test_the_keeper_passes_on_the_commands_exit_status(script, status):
     assert procs.poll() == status
 
 
+def test_a_notice_reaches_the_command_and_leaves_it_to_act(tmp_path):
+    """How a preemption notice goes to srun when its step cannot be signalled: the command in
+    the keeper's group gets it and does what it does with it (srun passes it to its tasks);
+    nothing is stopped for it."""
+    ready = tmp_path / "ready"
+    procs = AttemptProcesses(
+        ["sh", "-c", f"trap 'exit 7' TERM; touch {ready}; while :; do sleep 0.1; done"], dict(os.environ)
+    )
+    deadline = time.monotonic() + 20
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    procs.notify(signal.SIGTERM)
+    procs.launcher.wait(timeout=20)
+    assert procs.poll() == 7  # its own handler's status: it acted on the notice
+
+
 def test_no_next_attempt_starts_beside_a_process_that_withstood_sigkill(tmp_path, monkeypatch):
     """A rank stuck in the kernel (state D) survives SIGKILL: the supervisor must not start
     attempt 1 beside it, and says which process and what to do. Stubbed: a real D-state

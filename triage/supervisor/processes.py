@@ -292,6 +292,14 @@ class AttemptProcesses:
         ]
         return sorted(ranks | set(unforwarded))
 
+    def notify(self, signum: int) -> None:
+        """`signum` to the keeper's process group (the command itself: srun, torchrun),
+        to act on as it does, nothing stopped: srun passes SIGTERM on to its tasks."""
+        try:
+            os.killpg(self.launcher.pid, signum)
+        except ProcessLookupError:
+            pass
+
     def stop(self, grace_s: float, rank_grace_s: float | None = None) -> list[int]:
         """SIGTERM to the keeper's process group, to the ranks and to processes no one of the
         attempt would pass it on to (`_stop_targets`), SIGKILL to whatever is left after

@@ -867,7 +867,7 @@ class Supervisor:
         if waited_s < _FORWARD_FALLBACK_S:
             return False
         if procs.poll() is None:
-            procs.launcher.send_signal(signal.SIGTERM)
+            procs.notify(signal.SIGTERM)
         return True
 
     def _continue_after(self, attempt: int) -> None:
