@@ -27,6 +27,7 @@ from triage.analyzers.log_signatures import (
     XID_RE,
     XID_TABLE,
 )
+from triage.analyzers.log_trends import SPIKE_STRENGTH, LossTrend, P2PMatrices
 from triage.config import ConfigError
 from triage.taxonomy import DEFAULT_CONFIDENCE_THRESHOLD, Category, Layer
 from triage.verdict import Culprit, Evidence, Verdict
@@ -285,6 +286,17 @@ _FRAME_CONTEXTS = (
         "a checkpoint save or load",
         path=re.compile(r"[/\\](?:dist_checkpointing|distributed[/\\]checkpoint)[/\\]"),
     ),
+    # DeepSpeed's checkpoint reading and conversion (ds_to_universal) raise bare RuntimeErrors on
+    # a checkpoint they cannot take apart (a shard shorter than its padding); not on a host out
+    # of memory or on mismatched collectives
+    _FrameContext(
+        re.compile(r"(?!)"),
+        Category.CHECKPOINT_ERROR,
+        _UNSPECIFIC,
+        "a checkpoint save or load",
+        path=re.compile(r"[/\\]deepspeed[/\\]checkpoint[/\\]"),
+        closing=re.compile(r"^(?!.*(?:not enough memory|Allocator|mismatch between collectives))"),
+    ),
     # building the datasets (Megatron's, NeMo's, GPT-NeoX's build_train_valid_test_datasets):
     # a file there that cannot be read (an index or data file not found, empty, corrupt) is the
     # input pipeline's; a KeyError or TypeError there is a config bug, the user's
@@ -352,6 +364,19 @@ _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+
 #: command wraps, and its `exits with` line may come a few lines after the rank.
 _DS_COMMAND_RE = re.compile(r"sigkill_handler\] \[.*?'--local_rank=(\d+)'")
 _DS_WRAP_LINES = 8
+#: Launcher lines that say the job was stopped from outside
+_OUTSIDE_STOPS = frozenset({"torchrun-sigterm", "torchrun-sighup"})
+#: A progress bar's percentage (tqdm's `desc:  30%|`), and what its description must say for the
+#: bar to be data preparation: the HF datasets tokenizing or mapping a corpus, a test set being
+#: prepared, texts grouped or packed; not a checkpoint or a model being loaded or converted.
+_BAR_RE = re.compile(r"(\d{1,3})%\s?\|")
+_DATA_PREP_RE = re.compile(
+    r"(?i:running tokenizer|tokeniz|preprocess|prepar|grouping texts|packing|converting format"
+    r"|generating \w+ split)|\bMap\b|\bFilter\b"
+)
+_NOT_DATA_RE = re.compile(r"checkpoint|model|weight|shard", re.IGNORECASE)
+#: Longest bar description read
+_BAR_DESC = 120
 
 
 class LogClassifier:
@@ -377,13 +402,45 @@ class LogClassifier:
         self._launcher_failed: tuple[int, int] | None = None  # (local rank, exit code)
         self._ds_command: tuple[int, int] | None = None  # (line, local rank) of DeepSpeed's report
         self._tracebacks = _Tracebacks()
+        # the newest data-preparation progress short of 100%, and what it was when the first
+        # collective timed out: peers that waited past the timeout for a rank still tokenizing
+        self._preparing: _Hit | None = None
+        self._preparing_at_timeout: _Hit | None = None
+        self._timed_out = False
+        self._loss = LossTrend(max_series=MAX_DISTINCT)
+        self._p2p = P2PMatrices()
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
         text = text.rstrip("\r\n")
         self._note_context(text)
         closed = self._tracebacks.read(text)
+        if "%|" in text or "% |" in text:  # a progress bar's
+            self._note_progress(text)
         match = classify_line(text)
+        if "oss" in text and (loss := self._loss.read(text, rank := rank_prefix(text))):
+            self._preparing = None  # training is under way: the data was prepared
+            if match is None and loss.spike:
+                match = LineMatch(
+                    Category.NUMERICAL_INSTABILITY,
+                    SPIKE_STRENGTH,
+                    "loss-spike",
+                    loss.spike,
+                    symptom=True,
+                    rank=rank,
+                )
+        if match is None and (broken := self._p2p.read(text)):
+            # a measurement, not a message: as sure as a fatal AER line that the path is bad
+            gpu, description = broken
+            match = LineMatch(Category.PCIE_ERROR, 0.7, "p2p-test-broken-link", description, gpu=gpu)
+        if (
+            match is not None
+            and match.signature in _OUTSIDE_STOPS
+            and any(h.match.category is not Category.PREEMPTION for h in self._hits)
+        ):
+            # a launcher told to stop after the job already failed (Slurm or the peer node's
+            # agent ending a step whose rank died) is stopped because of that failure
+            match = dataclasses.replace(match, symptom=True)
         if match is None:
             return None
         if (
@@ -417,7 +474,40 @@ class LogClassifier:
         if self._kept[match.signature] < MAX_KEPT_PER_SIGNATURE:
             self._kept[match.signature] += 1
             self._hits.append(_Hit(self.lines, text[:MAX_TEXT], match))
+        if match.category is Category.COLLECTIVE_TIMEOUT and not self._timed_out:
+            self._timed_out = True
+            self._preparing_at_timeout = self._preparing
         return match
+
+    def _note_progress(self, text: str) -> None:
+        # the last bar on the line: tqdm's updates, joined by carriage returns, are one line
+        bars = list(_BAR_RE.finditer(text))
+        if not bars:
+            return
+        bar = bars[-1]
+        at = bar.start()
+        start = max(
+            text.rfind("\r", 0, at), text.rfind("]", 0, at), text.rfind("|", 0, at), at - _BAR_DESC - 1
+        )
+        desc = text[start + 1 : at].strip(" :.\t")
+        if not _DATA_PREP_RE.search(desc) or _NOT_DATA_RE.search(desc):
+            return  # another bar (training, evaluation, loading): says nothing of the data
+        if int(bar.group(1)) >= 100:
+            self._preparing = None
+            return
+        rank, _, _, _ = _culprit_fields(text, desc)
+        self._preparing = _Hit(
+            self.lines,
+            text[:MAX_TEXT],
+            LineMatch(
+                Category.DATA_PIPELINE_ERROR,
+                0.65,
+                "data-preparation-outlasted-timeout",
+                f"data preparation ({desc!r}, {bar.group(1)}%) was still running when the "
+                f"collectives waiting for it timed out",
+                rank=rank,
+            ),
+        )
 
     def _note_context(self, text: str) -> None:
         """Ranks present in the job, torchrun's "Root Cause" block (its rank and host) and the
@@ -448,7 +538,7 @@ class LogClassifier:
         return self
 
     # --- verdict -----------------------------------------------------------------------------
-    def _root(self) -> _Hit | None:
+    def _cause(self) -> _Hit | None:
         causes = [h for h in self._hits if not h.match.symptom]
         hardware = [
             h for h in causes if h.match.category.layer in _HARDWARE_LAYERS and h.match.strength >= 0.7
@@ -471,6 +561,18 @@ class LogClassifier:
         if self._hits:
             return max(self._hits, key=lambda h: (h.match.strength, -h.line))
         return None
+
+    def _root(self) -> _Hit | None:
+        """The cause by the rules above; a collective timeout that came while a rank was still
+        preparing its data is that preparation's (the waiting ranks' timeouts its consequences)."""
+        root = self._cause()
+        if (
+            root is not None
+            and root.match.category is Category.COLLECTIVE_TIMEOUT
+            and self._preparing_at_timeout
+        ):
+            return self._preparing_at_timeout
+        return root
 
     def _timeout_culprit(self) -> int | None:
         """The one rank that never reported a collective timeout while all the others did."""
@@ -506,6 +608,8 @@ class LogClassifier:
                     ),
                     None,
                 )
+        elif rank is None and m.signature == "data-preparation-outlasted-timeout":
+            rank = self._timeout_culprit()  # the one rank not waiting is the one preparing
         elif rank is None:
             fallback = None if m.category is Category.PREEMPTION else self._first_failed_rank
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
@@ -553,7 +657,7 @@ class LogClassifier:
         category = root.match.category
         same = sorted((h for h in self._hits if h.match.category is category), key=lambda h: h.line)
         same_count = sum(self._counts[sig] for sig in {h.match.signature for h in same})
-        confidence = min(0.99, root.match.strength + 0.05 * min(2, same_count - 1))
+        confidence = min(0.99, root.match.strength + 0.05 * max(0, min(2, same_count - 1)))
         evidence_hits = [root] + [h for h in same if h is not root][: cfg.max_evidence - 1]
         evidence = [
             Evidence(h.text, f"file:{self.source}", rank=h.match.rank, line=h.line) for h in evidence_hits

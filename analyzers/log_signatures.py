@@ -198,6 +198,30 @@ SIGNATURES: tuple[Signature, ...] = (
         0.6,
         "corrected PCIe errors (AER)",
     ),
+    # the IOMMU refusing a device's DMA (AMD-Vi's IO_PAGE_FAULT, Intel's DMAR fault): GPU peer-to-
+    # peer traffic that crosses it is dropped or crawls, so NCCL hangs or data comes back wrong
+    # while the GPUs look healthy; the fix is on the host (iommu=pt, or off, or ACS disabled).
+    # Sure only where the device is a GPU's or an RDMA NIC's: a NIC's, a disk controller's or an
+    # integrated GPU's page faults are common and harmless to the job, and Intel's lines name no
+    # driver, so those stay weak (they decide only a log with nothing else in it).
+    _s(
+        "iommu-dma-fault-gpu",
+        _C.PCIE_ERROR,
+        "io_page_fault",
+        r"\b(?:nvidia|amdgpu|mlx5_core|habanalabs|neuron) [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: "
+        r"AMD-Vi: Event logged \[IO_PAGE_FAULT",
+        0.7,
+        "the IOMMU blocked a GPU's or NIC's DMA (peer-to-peer traffic between GPUs fails through it)",
+    ),
+    _s(
+        "iommu-dma-fault",
+        _C.PCIE_ERROR,
+        "io_page_fault|access is not set",
+        r"AMD-Vi: Event logged \[IO_PAGE_FAULT|DMAR: \[DMA (?:Write|Read)[^\]]*\] Request device .{0,120}?"
+        r"PTE (?:Write|Read) access is not set",
+        0.5,
+        "the IOMMU blocked a device's DMA (if a GPU's, peer-to-peer traffic fails through it)",
+    ),
     _s(
         "aer-corrected-received",
         _C.PCIE_ERROR,
@@ -423,6 +447,31 @@ SIGNATURES: tuple[Signature, ...] = (
         r"No space left on device|Not enough disk space",
         0.9,
         "no space left on device",
+    ),
+    # MIOpen's kernel database is SQLite: on a parallel file system without POSIX locks (Lustre
+    # mounted without flock) every access fails; the fix is a user db on local disk
+    _s(
+        "miopen-sqlite-locking",
+        _C.STORAGE_ERROR,
+        "sqlite database",
+        # its error, not the warning it prints when it falls back to running without the database
+        r"MIOpen Error: .*error while accessing SQLite database: (?:locking protocol|database is locked|disk I/O error)",
+        0.65,
+        "MIOpen's SQLite kernel database cannot lock its file (a file system without POSIX locks)",
+    ),
+    # the object store under checkpoints or data refusing service (TensorFlow's GCS file system,
+    # boto's S3 client): a 5xx or throttle after the client's own retries, not a missing object,
+    # nor a retry the client announces (it may well succeed)
+    _s(
+        "object-store-unavailable",
+        _C.STORAGE_ERROR,
+        "http response code|when calling the",
+        r"^(?!.*(?:will be automatically retried|attempt \d+ out of \d+|[Rr]etrying))"
+        r"(?:.*Error executing an HTTP request: HTTP response code (?:5\d\d|429)\b"
+        r"|.*An error occurred \((?:SlowDown|ServiceUnavailable|InternalError|RequestTimeout|Throttling(?:Exception)?"
+        r"|5\d\d)\) when calling the \w+ operation)",
+        0.65,
+        "the object store (GCS, S3) refused service: a 5xx or throttling after retries",
     ),
     # ENOTCONN on a file: the daemon behind a FUSE mount (gcsfuse, s3fs, Alluxio, Google Drive)
     # went away. Only with a file path or a file-system layer named: on a socket (a `.sock` or a
@@ -686,10 +735,22 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "torchrun-sigterm",
         _C.PREEMPTION,
-        "sigterm|signal: 15",
-        r"Received (?:Signals\.)?SIGTERM death signal|SignalException: Process \d+ got signal: 15",
+        "sigterm|signal: 15|received 15 death",
+        r"Received (?:Signals\.)?SIGTERM death signal|Received 15 death signal"
+        r"|SignalException: Process \d+ got signal: 15",
         0.6,
         "the launcher received SIGTERM from outside",
+    ),
+    # a hangup: the terminal or ssh session the launcher ran in closed (run it under nohup, tmux
+    # or the scheduler); a stop from outside, not a fault of the job, and it resumes
+    _s(
+        "torchrun-sighup",
+        _C.PREEMPTION,
+        "sighup|signal: 1|received 1 death",
+        r"Received (?:Signals\.)?SIGHUP death signal|Received 1 death signal"
+        r"|SignalException: Process \d+ got signal: 1\b",
+        0.6,
+        "the launcher received SIGHUP: the terminal or session it ran in closed",
     ),
     # jax.distributed.initialize: the processes never all reached the coordination service
     _s(
@@ -998,7 +1059,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "checkpoint-error",
         _C.CHECKPOINT_ERROR,
-        "checkpoint|global_step|_states",
+        "checkpoint|global_step|_states|storage has wrong size",
         r"CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict|Missing key\(s\) in state_dict"
         r"|Unexpected key\(s\) in state_dict"
         # a resume whose checkpoint directory lacks a file (an incomplete save, a conversion
@@ -1006,7 +1067,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|No such file or directory: '[^']*(?:checkpoint[^']*/[^'/]+|/global_step\d+/[^'/]+"
         r"|_(?:optim|model)_states\.pt)'"
         # DeepSpeed ZeRO resumed on another data-parallel size than it was saved with
-        r"|checkpoint being loaded used a DP world size of \d+ but the current world size is \d+",
+        r"|checkpoint being loaded used a DP world size of \d+ but the current world size is \d+"
+        # torch.load of a legacy-format file cut short (a save killed half-way)
+        r"|storage has wrong size: expected -?\d+ got",
         0.8,
         "a checkpoint could not be written or read back",
     ),
@@ -1090,6 +1153,38 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION|HSA_STATUS_ERROR_EXCEPTION",
         0.7,
         "the GPU faulted on a memory access or hung in a kernel (ROCm)",
+    ),
+    # Ascend's forms of a kernel that faulted or never finished on the NPU (ACL 507014/507015,
+    # 507034/507035): what CUDA's illegal access and launch timeout are on a GPU
+    _s(
+        "ascend-core-fault",
+        _C.CUDA_ERROR,
+        "core execution|core timeout|core exception|error code:50703|error code: 50703|error code:50701|error code: 50701",
+        r"(?:Vector|AI) ?Core execution (?:timed out|exception)|\[(?:vector core|aicore|ai core) (?:timeout|exception)\]"
+        r"|error code: ?5070(?:14|15|34|35)\b",
+        0.7,
+        "a kernel faulted or timed out on the Ascend NPU's AI/vector cores",
+    ),
+    # Cray MPICH refusing to start on how it was built or set: GPU-aware MPI asked for without its
+    # GPU transport layer linked in, a NIC policy the ranks' CPU binding cannot satisfy
+    _s(
+        "cray-mpich-setup",
+        _C.ENVIRONMENT_ERROR,
+        "gtl library|nic_policy|ofi invalid value",
+        r"GPU_SUPPORT_ENABLED is requested, but GTL library is not linked|Unable to use a NIC_POLICY of"
+        r"|OFI invalid value for environment variable",
+        0.85,
+        "Cray MPICH cannot start as set up (GPU support without GTL linked, or an unusable NIC policy)",
+    ),
+    # Slurm could not start the step's program: it is not on the PATH the step sees (a module or
+    # container that lacks it, a virtualenv not activated in the batch script)
+    _s(
+        "slurm-execve",
+        _C.ENVIRONMENT_ERROR,
+        "execve",
+        r"slurmstepd(?:-\S+)?: error: execve\(\): .+: (?:No such file or directory|Permission denied)",
+        0.8,
+        "Slurm could not start the step's program (not found or not executable where it ran)",
     ),
     _s(
         "no-kernel-image",

@@ -451,24 +451,27 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     passed (each round's misses were moved to tuned once signatures were written for their
     families, all but a Ray ActorDiedError the thread leaves unexplained, labelled unknown,
     which the classifier calls host_oom as it does Ray's other SIGKILLed workers), round 6's
-    27 that passed (its 4 misses moved), round 7's 26 less the 9 misses fixed since (6 left
+    27 that passed (its 4 misses moved), round 7's 26 less the 10 misses fixed since (5 left
     in), round 8's 25 less the 6 fixed since (5 left in), round 9's 23 and round 10's 20 less
-    their 5 fixed, round 11's 17 less 2, round 12's 20 less 5, round 13's 20 less 6, round
-    14's 20 less 4, round 15's 18 less 4, round 16's 18 less 8, round 17's 10 less 1, round
+    their 5 fixed, round 11's 17 less 2, round 12's 20 less 5, round 13's 20 less 7, round
+    14's 20 less 4, round 15's 18 less 4, round 16's 18 less 8, round 17's 10 less 2, round
     18's 20 less 5, round 19's 18 less 11 and round 20's 20 less 7 (and round 13's /dev/shm log,
     moved when round 19's family named it), round 21's 16 less 7, round 22's 14 less 6, round
-    23's 16 less 7, round 24's 17 less 2, round 25's 5 and round 26's 1. A
+    23's 16 less 7, round 24's 17 less 2, round 25's 5, round 26's 1, round 27's 9 less 2, round 28's 4 less 2, round 29's
+    14 less 4, round 30's 4 less 1 and round 31's 8 less 5 (round 14's tokenizing rank relabelled
+    data_pipeline_error, as rounds 7 and 28 label the same case). A
     fall below the floor is a regression in generalisation, not a missing signature. The floor
     is 0.85 since rounds 21-22 (0.86 after rounds 15-20, 0.90 before): their first contact was
     50% and 21% (RL and diffusion stacks; AMD ROCm, Trainium, Gaudi, managed clouds), and the 6
     misses left in say so (labels resting on the threads: an unsupported GPU seen only as a
     memory fault, a missing network plugin seen as a closed socket); rounds 23-24 (speech and
     recommendation stacks, storage and MoE) came in at 44% and 76%, rounds 25-26 (training
-    platforms, hardware; the stored threads ran dry at 6 logs) at 4 of 5 and 1 of 1."""
+    platforms, hardware; the stored threads ran dry at 6 logs) at 4 of 5 and 1 of 1, rounds 27-31
+    (fine-tuning kits, forums, HPC centres, orchestrators, rare hardware; 39 logs) at 20 of 39."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 404
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 426
     assert held["accuracy"] >= 0.85, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.84: a timeout or a network error whose cause only the
@@ -790,6 +793,29 @@ MOVED_MISSES = {
     "heldout23_espnet2_all_steps_invalid_training_stopped_2epoch.log": (C.NUMERICAL_INSTABILITY, None),
     "heldout24_hetu_moe_example_attributeerror_ibverbs_warning.log": (C.USER_CODE_ERROR, None),
     "heldout24_openpi_orbax_tmp_dir_fileexists_step30000.log": (C.CHECKPOINT_ERROR, None),
+    "heldout13_t5_11b_mesh_tf_tpu_v3_512_checkpoint_save_to_gcs_http_503_all_retries_failed.log": (
+        C.STORAGE_ERROR,
+        None,
+    ),
+    "heldout17_bloom_tr1_13b_lm_loss_spike_2_77_to_8_7_loss_scale_collapse.log": (
+        C.NUMERICAL_INSTABILITY,
+        None,
+    ),
+    "heldout27_chatglm_efficient_tuning_accelerate_sighup.log": (C.PREEMPTION, None),
+    "heldout27_swift_lora_ddp_sighup_terminal.log": (C.PREEMPTION, None),
+    "heldout28_ascend_hccl_watchdog_rank0_tokenizing.log": (C.DATA_PIPELINE_ERROR, 0),
+    "heldout28_ascend_vector_core_timeout_during_val.log": (C.CUDA_ERROR, None),
+    "heldout29_aurora_megatron_ds_universal_ckpt_narrow_negative.log": (C.CHECKPOINT_ERROR, None),
+    "heldout29_frontier_pytorch_mpi4py_import_order_nic_policy.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout29_lumi_miopen_sqlite_locking_protocol.log": (C.STORAGE_ERROR, None),
+    "heldout29_polaris_appfl_gtl_not_linked.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout30_singularity_module_torchrun_missing.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout31_a6000_p2p_write_bw_collapse_iommu.log": (C.PCIE_ERROR, None),
+    "heldout31_deepspeed_hang_p2p_latency_49ms.log": (C.PCIE_ERROR, None),
+    "heldout31_dp_threadripper_amdvi_io_page_fault.log": (C.PCIE_ERROR, None),
+    "heldout31_mirroredstrategy_dmar_pte_write_fault.log": (C.PCIE_ERROR, None),
+    "heldout31_yolact_resume_storage_wrong_size.log": (C.CHECKPOINT_ERROR, None),
+    "heldout7_myria3d_ddp_test_set_prep_exceeds_nccl_timeout.log": (C.DATA_PIPELINE_ERROR, None),
 }
 
 
@@ -1960,6 +1986,165 @@ _REVIEWED_FOURTH = [
 ]
 
 
+_ROUNDS_27_31 = [
+    # a hangup from the launcher's terminal, and old torchrun's numbered SIGTERM
+    (
+        [
+            "WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGHUP death signal, shutting down workers"
+        ],
+        C.PREEMPTION,
+    ),
+    (
+        ["torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 1"],
+        C.PREEMPTION,
+    ),
+    (
+        [
+            "WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers"
+        ],
+        C.PREEMPTION,
+    ),
+    # Slurm unable to start the step's program
+    (["slurmstepd: error: execve(): python3: No such file or directory"], C.ENVIRONMENT_ERROR),
+    (["slurmstepd-gpu12: error: execve(): /home/u/run.sh: Permission denied"], C.ENVIRONMENT_ERROR),
+    # Ascend's kernel faults; not its timing notes
+    (["rtStreamSynchronize execute failed, reason=[aicore exception][FUNC:FuncErrorReason]"], C.CUDA_ERROR),
+    (["RuntimeError: ACL stream synchronize failed, error code:507015"], C.CUDA_ERROR),
+    (["[INFO] AI Core execution time: 12 ms", "[INFO] step 3"], C.UNKNOWN),
+    # the IOMMU refusing DMA; not its start-up notes
+    (
+        [
+            "[  123.456] vfio-pci 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 "
+            "address=0xfd000000 flags=0x0000]"
+        ],
+        C.PCIE_ERROR,
+    ),
+    (
+        [
+            "DMAR: [DMA Read] Request device [3b:00.0] PASID ffffffff fault addr 7f000 [fault reason 06] PTE "
+            "Read access is not set"
+        ],
+        C.PCIE_ERROR,
+    ),
+    (["[    0.5] DMAR: IOMMU enabled", "[    0.9] AMD-Vi: Interrupt remapping enabled"], C.UNKNOWN),
+    (
+        [
+            "DMAR: [DMA Read NO_PASID] Request device [00:02.0] fault addr 0x9c000000 [fault reason 0x06] PTE Read "
+            "access is not set"
+        ],
+        C.PCIE_ERROR,
+    ),
+    # a NIC's page fault does not outrank the job's own failure; a GPU's does
+    (
+        [
+            "[1.0] r8169 0000:05:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0 address=0x0 flags=0x0]",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "[1.0] nvidia 0000:0a:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000f address=0x0 flags=0x0020]",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.PCIE_ERROR,
+    ),
+    # the object store refusing service; not an object that is not there
+    (
+        [
+            "botocore.exceptions.ClientError: An error occurred (SlowDown) when calling the PutObject operation "
+            "(reached max retries: 4): Please reduce your request rate."
+        ],
+        C.STORAGE_ERROR,
+    ),
+    (
+        [
+            "tensorflow.python.framework.errors_impl.UnavailableError: Error executing an HTTP request: HTTP "
+            "response code 503 with body 'Service Unavailable'"
+        ],
+        C.STORAGE_ERROR,
+    ),
+    (
+        ["W tensorflow: Error executing an HTTP request: HTTP response code 404 with body 'Not Found'"],
+        C.UNKNOWN,
+    ),
+    (
+        [
+            "botocore.exceptions.ClientError: An error occurred (ThrottlingException) when calling the PutObject "
+            "operation: Rate exceeded"
+        ],
+        C.STORAGE_ERROR,
+    ),
+    # a retry the client announces is no failure: the job's own error decides
+    (
+        [
+            "W The operation failed and will be automatically retried in 1.3 seconds (attempt 1 out of 10), caused "
+            "by: UNAVAILABLE: Error executing an HTTP request: HTTP response code 503 with body",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    # Cray MPICH set up wrong; MIOpen's database on a file system without locks
+    (
+        [
+            "MPICH ERROR [Rank 0] [job id ] [Thu Jan 30 22:35:30 2025] [x3006c0s19b1n0] - Abort(-1) (rank 0 in comm 0): "
+            "MPIDI_CRAY_init: GPU_SUPPORT_ENABLED is requested, but GTL library is not linked"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["MPICH ERROR: Unable to use a NIC_POLICY of 'GPU'. Rank 3 is not confined to a single NUMA node."],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "MIOpen Error: /src/sqlite_db.cpp:220: Internal error while accessing SQLite database: database is locked"
+        ],
+        C.STORAGE_ERROR,
+    ),
+    # MIOpen's info line, and the warning it prints when it goes on without its database
+    (
+        [
+            "MIOpen(HIP): Info [SQLiteBase] opened the SQLite database at /home/u/.config/miopen",
+            "MIOpen(HIP): Warning [SQLiteBase] /src/include/miopen/sqlite_db.hpp:219: Internal error while "
+            "accessing SQLite database: locking protocol",
+        ],
+        C.UNKNOWN,
+    ),
+    # an error inside DeepSpeed's checkpoint conversion is the checkpoint's; the same error in its
+    # engine is not
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/ds/deepspeed/checkpoint/ds_to_universal.py", line 114, in extract_zero_shards',
+            "    sd = ds_checkpoint.get_zero_checkpoint_state(pp_index=pp_index)",
+            "RuntimeError: narrow(): length must be non-negative.",
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/ds/deepspeed/runtime/engine.py", line 114, in step',
+            "    self._take_model_step()",
+            "RuntimeError: narrow(): length must be non-negative.",
+        ],
+        C.UNKNOWN,
+    ),
+    # nor is a host out of memory or mismatched collectives inside the checkpoint code
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/ds/deepspeed/checkpoint/ds_to_universal.py", line 114, in extract_zero_shards',
+            "    sd = ds_checkpoint.get_zero_checkpoint_state(pp_index=pp_index)",
+            "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: broadcast",
+        ],
+        C.UNKNOWN,
+    ),
+    # a legacy checkpoint cut short
+    (["RuntimeError: storage has wrong size: expected 4096 got 1024"], C.CHECKPOINT_ERROR),
+]
+
 _ROUNDS_23_24 = [
     # a platform's OOM killer; a gradient norm said in words, and a healthy one
     (["Task worker-3 was killed by OOM Killer, exit code 137"], C.HOST_OOM),
@@ -2050,7 +2235,8 @@ _ROUNDS_23_24 = [
     + _REVIEWED_THIRD
     + _ROUNDS_21_22
     + _REVIEWED_FOURTH
-    + _ROUNDS_23_24,
+    + _ROUNDS_23_24
+    + _ROUNDS_27_31,
 )
-def test_rounds_eleven_to_twenty_four_families_in_other_forms_and_what_they_must_not_claim(lines, category):
+def test_rounds_eleven_to_thirty_one_families_in_other_forms_and_what_they_must_not_claim(lines, category):
     assert classify_lines(lines).category is category

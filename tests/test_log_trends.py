@@ -1,0 +1,209 @@
+"""What a log shows only across lines: a loss spike in plain metric lines (numerical instability,
+weakly: never noise, other series such as validation, loss scale, other ranks or the end-of-run
+mean, a loss still coming down or starting over; any other failure line outranks it), GPU peer
+links a P2P test measures broken (PCIe), peers' collectives timing out while a rank still
+prepares its data (the input pipeline's, not the timeout's), and a launcher stopped after its
+job already failed (a consequence, not a preemption)."""
+
+import random
+
+from triage.analyzers.log_classifier import LogClassifier
+from triage.analyzers.log_trends import SPIKE_STRENGTH
+from triage.taxonomy import Category
+
+MEGATRON = (
+    " iteration    {it:5d}/  311541 | consumed samples:     {s:8d} | elapsed time per iteration (ms): "
+    "22306.6 | learning rate: 9.850E-05 | global batch size:  1024 | lm loss: {loss:.6E} | "
+    "loss scale: {scale:.1f} | grad norm: 0.000 | number of skipped iterations:   0 |"
+)
+WATCHDOG = (
+    "[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800572 milliseconds before timing out."
+)
+
+
+def _megatron(losses: list[float], scale: float = 32768.0) -> list[str]:
+    return [MEGATRON.format(it=29000 + 10 * i, s=1024 * i, loss=v, scale=scale) for i, v in enumerate(losses)]
+
+
+def _verdict(lines: list[str]):
+    return LogClassifier("t").feed_all(lines).verdict()
+
+
+def test_a_megatron_lm_loss_that_jumps_is_numerical_instability_with_its_line_as_evidence() -> None:
+    lines = _megatron([2.7759, 2.7728, 2.7681, 7.3437, 8.7159, 7.6541])
+    v = _verdict(lines)
+    assert v.category is Category.NUMERICAL_INSTABILITY
+    assert v.confidence >= SPIKE_STRENGTH and v.confidence < 0.7
+    assert "lm loss: 7.343700E+00" in v.evidence[0].text and v.evidence[0].line == 4
+    assert "spiked to 7.344" in v.summary and "2.77" in v.summary
+
+
+def test_spikes_in_the_hf_trainer_lightning_nemo_and_nanogpt_forms() -> None:
+    hf = [
+        f"{{'loss': {v}, 'grad_norm': 1.2, 'learning_rate': 2e-05, 'epoch': 0.{i}}}"
+        for i, v in enumerate([1.92, 1.88, 1.85, 1.83, 5.1])
+    ]
+    lightning = [
+        f"Epoch 0:  {i}%|#| {i}/100 [00:0{i}<00:10, 9.8it/s, v_num=3, train_loss={v}]"
+        for i, v in enumerate([0.95, 0.93, 0.91, 2.4])
+    ]
+    lightning_step = [
+        f"Epoch 0:  {i}%| | {i}/100 [00:0{i}, train_loss_step={v}]"
+        for i, v in enumerate([0.52, 0.50, 0.51, 1.9])
+    ]
+    nemo = [
+        f"Epoch 0: : {i}it [00:{i:02d}, reduced_train_loss={v}, global_step={i}.0]"
+        for i, v in enumerate([2.41, 2.39, 2.40, 6.95])
+    ]
+    nanogpt = [
+        f"iter {i * 10}: loss {v:.4f}, time 101.23ms, mfu 38.20%"
+        for i, v in enumerate([3.31, 3.29, 3.30, 3.28, 3.27, 9.95])
+    ]
+    for lines in (hf, lightning, lightning_step, nemo, nanogpt):
+        assert _verdict(lines).category is Category.NUMERICAL_INSTABILITY, lines[-1]
+
+
+def test_noise_a_falling_loss_and_a_steady_higher_rank_are_no_spike() -> None:
+    rng = random.Random(7)
+    noisy = _megatron([2.3 + rng.uniform(-0.35, 0.35) for _ in range(200)])
+    falling = _megatron([10.9 * 0.93**i for i in range(60)])
+    # two ranks printing their own local losses, one consistently higher than the other
+    ranks = [
+        f"[rank{r}]: step {i} loss: {(1.1 if r == 0 else 3.4) + 0.01 * (i % 3):.3f}"
+        for i in range(30)
+        for r in (0, 1)
+    ]
+    for lines in (noisy, falling, ranks):
+        assert _verdict(lines).category is Category.UNKNOWN
+
+
+def test_other_series_on_metric_lines_are_not_the_training_loss() -> None:
+    # validation loss higher than training loss, a loss scale that grows, a KL term that jumps
+    lines = []
+    for i in range(10):
+        lines.append(f"step {i} | loss: 2.{50 - i} | loss scale: {2 ** (10 + i)}")
+        lines.append(f" validation loss at iteration {i} | lm loss value: 7.17E+00 |")
+        lines.append(f"{{'eval_loss': 9.{i}, 'epoch': {i}}}")
+        lines.append(f"step {i} kl_loss: {0.01 * 4**i:.3f}")
+    assert _verdict(lines).category is Category.UNKNOWN
+    # a loss that crosses zero (an RL objective): no ratio to spike by
+    rl = [f"step {i} | policy loss: {v}" for i, v in enumerate([0.02, -0.01, 0.03, 0.012, 0.011, 0.05, 0.4])]
+    assert _verdict(rl).category is Category.UNKNOWN
+    # the HF Trainer's end-of-run summary: the mean over the whole run, above the last losses
+    hf = [
+        f"{{'loss': {2.5 * 0.95**i:.4f}, 'learning_rate': 2e-05, 'epoch': {i / 20:.2f}}}" for i in range(60)
+    ]
+    hf += [
+        "{'train_runtime': 3601.2, 'train_samples_per_second': 8.9, 'train_loss': 0.7262, 'epoch': 3.0}",
+        "***** train metrics *****",
+        "  train_loss               =     0.7262",
+    ]
+    assert _verdict(hf).category is Category.UNKNOWN
+
+
+def test_a_restart_from_scratch_and_losses_near_zero_are_no_spike() -> None:
+    # a requeued run that starts again from step 0: its loss starts over
+    first = [f"step {i} loss: {3.1 - 0.01 * (i - 100):.3f}" for i in range(100, 130)]
+    again = [f"step {i} loss: {10.9 - 0.2 * i:.3f}" for i in range(10)]
+    tiny = [f"step {i} loss: {v}" for i, v in enumerate([0.0012, 0.0011, 0.0013, 0.0010, 0.0041])]
+    for lines in (first + again, tiny):
+        assert _verdict(lines).category is Category.UNKNOWN, lines
+
+
+def test_a_spike_is_outranked_even_by_symptoms_and_names_the_rank_that_printed_it() -> None:
+    losses = [f"{{'loss': {v}, 'epoch': 0.{i}}}" for i, v in enumerate([1.9, 1.85, 1.8, 4.0, 1.7])]
+    timeouts = [WATCHDOG.format(r=r) for r in (1, 2, 3)]
+    assert _verdict(losses + timeouts).category is Category.COLLECTIVE_TIMEOUT
+    ranks = [
+        f"[rank{r}]: step {i} loss: {(9.5 if (r, i) == (3, 7) else 2.0 + 0.01 * (i % 2)):.2f}"
+        for i in range(8)
+        for r in range(4)
+    ]
+    v = _verdict(ranks)
+    assert v.category is Category.NUMERICAL_INSTABILITY and v.culprit.rank == 3
+
+
+def test_a_named_cause_after_the_spike_outranks_it() -> None:
+    lines = _megatron([2.1, 2.0, 2.05, 6.9]) + [
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a "
+        "total capacity of 79.15 GiB of which 1.06 GiB is free."
+    ]
+    v = _verdict(lines)
+    assert v.category is Category.GPU_OOM and v.culprit.rank == 5
+
+
+def test_peers_timing_out_while_a_rank_still_tokenizes_is_the_data_preparation_on_that_rank() -> None:
+    bar = "Running tokenizer on dataset:  45%|####5     | 1000/2222 [29:55<30:01, 1.1 examples/s]"
+    v = _verdict([bar, WATCHDOG.format(r=1), WATCHDOG.format(r=2), WATCHDOG.format(r=3)])
+    assert v.category is Category.DATA_PIPELINE_ERROR
+    assert v.culprit.rank == 0  # the one rank not waiting
+    assert "45%" in v.evidence[0].text and "Running tokenizer" in v.summary
+    named = _verdict(["Rank 2, Map (num_proc=16):  30% | 48000/157712 [07:55<02:22]", WATCHDOG.format(r=5)])
+    assert named.category is Category.DATA_PIPELINE_ERROR and named.culprit.rank == 2
+
+
+def test_a_timeout_after_preparation_finished_or_while_loading_a_model_stays_a_timeout() -> None:
+    timeout = [WATCHDOG.format(r=1)]
+    done = [
+        "Running tokenizer on dataset:  45%|####5  | 1000/2222",
+        "Running tokenizer on dataset: 100%|#####| 2222/2222",
+    ]
+    # tqdm's updates joined by carriage returns on one line: the last one counts
+    done_cr = [
+        "Running tokenizer on dataset:   0%|  | 0/2222\rRunning tokenizer on dataset:  45%|##  | 1000/2222\r"
+        "Running tokenizer on dataset: 100%|#####| 2222/2222"
+    ]
+    # bars of other work: a model's shards loading, an evaluation metric, a checkpoint converted
+    loading = [
+        "Loading checkpoint shards:  50%|#####     | 1/2 [00:30<00:30]",
+        "Computing mAP:  45%|####5     | 45/100 [00:10<00:10]",
+        "Checkpoint preprocessing:  45%|####5     | 45/100",
+    ]
+    # a bar left short of 100% (leave=False, a cut log), then training ran
+    stale = ["Map (num_proc=8):  99%|#########9| 990/1000"]
+    stale += [f"{{'loss': {2.0 - 0.01 * i:.2f}, 'epoch': 0.{i}}}" for i in range(5)]
+    # a peer timed out before the bar started: the bar did not hold it up
+    after = timeout + ["Running tokenizer on dataset:  45%|####5  | 1000/2222", WATCHDOG.format(r=2)]
+    for lines in (done + timeout, done_cr + timeout, loading + timeout, stale + timeout, after):
+        assert _verdict(lines).category is Category.COLLECTIVE_TIMEOUT, lines
+
+
+def _p2p(title: str, rows: list[list[float]]) -> list[str]:
+    n = len(rows)
+    return [title, "   D\\D" + "".join(f"{j:7d}" for j in range(n))] + [
+        f"{i:6d} " + " ".join(f"{v:7.2f}" for v in row) for i, row in enumerate(rows)
+    ]
+
+
+def test_a_p2p_test_that_measures_a_broken_peer_link_is_a_pcie_fault_and_a_healthy_one_is_nothing() -> None:
+    enabled = "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)"
+    disabled = _p2p("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)", [[673.2, 13.1], [12.9, 673.2]])
+    slow = _p2p(enabled, [[673.4, 2.6], [2.1, 672.3]])
+    fast = _p2p(enabled, [[673.4, 24.9], [25.1, 672.3]])
+    stuck = _p2p("   P2P=Enabled Latency (P2P Writes) Matrix (us)", [[4.95, 49206.88], [49206.62, 2.08]])
+    quick = _p2p("   P2P=Enabled Latency (P2P Writes) Matrix (us)", [[4.95, 12.4], [12.1, 2.08]])
+    v = _verdict(disabled + slow)
+    assert v.category is Category.PCIE_ERROR and "2.6 GB/s" in v.summary and "13.1" in v.summary
+    assert v.culprit.gpu == 0
+    assert _verdict(stuck).category is Category.PCIE_ERROR
+    # under srun --label every line carries its task's number
+    assert _verdict([f"0: {line}" for line in stuck]).category is Category.PCIE_ERROR
+    # healthy matrices; and an enabled bandwidth with no disabled baseline to judge it by
+    baseline_slow = _p2p("P2P=Disabled Latency Matrix (us)", [[4.9, 20000.0], [20000.0, 2.1]])
+    for lines in (disabled + fast, quick, slow, baseline_slow):
+        assert _verdict(lines).category is Category.UNKNOWN, lines
+
+
+def test_a_launcher_stopped_after_the_job_failed_is_not_a_preemption() -> None:
+    """Slurm, or the peer node's agent, stops a step whose rank already failed: the stop is a
+    consequence. The same signal with nothing before it is the stop from outside it says."""
+    failed = [
+        WATCHDOG.format(r=1),
+        "E0101 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 1 "
+        "(pid: 4242) of binary: /usr/bin/python",
+        "node2: W0101 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, shutting down "
+        "workers",
+    ]
+    assert _verdict(failed).category is Category.COLLECTIVE_TIMEOUT
+    assert _verdict(failed[2:]).category is Category.PREEMPTION
