@@ -236,6 +236,7 @@ class _Hit:
 
 
 _HARDWARE_LAYERS = (Layer.GPU, Layer.HOST)
+_OWN_ERROR_LAYERS = (Layer.APPLICATION, Layer.FRAMEWORK)
 _TRACEBACK_START = "Traceback (most recent call last)"
 #: What keeps ranks' interleaved tracebacks apart: a launcher's host or task label and
 #: torchrun's rank prefix (`node2: [rank3]: `), each where present.
@@ -613,6 +614,10 @@ class LogClassifier:
         elif rank is None:
             fallback = None if m.category is Category.PREEMPTION else self._first_failed_rank
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
+            if rank is None and m.category.layer in _OWN_ERROR_LAYERS and len(self._ranks_seen) == 1:
+                # one rank's output is all the log shows (its traceback cut short): its own error
+                # (not a transport's or a rendezvous', which the rank only reports) is its
+                rank = next(iter(self._ranks_seen))
         node = m.node
         if node is None and (m.rank is None or m.rank == self._root_cause_rank):
             node = self._root_cause_host

@@ -422,6 +422,16 @@ SIGNATURES: tuple[Signature, ...] = (
         symptom=True,
     ),
     # Hugging Face datasets failing to build a dataset from its files (a malformed JSON file)
+    # MindSpore's data engine: a dataset that yields rows or batches slower than the device
+    # consumes them (its `GetNext` times out next)
+    _s(
+        "mindspore-slow-pipeline",
+        _C.DATA_PIPELINE_ERROR,
+        "bad performance attention",
+        r"Bad performance attention, it takes more than \d+ seconds to (?:generator\.__next__|fetch a batch)",
+        0.6,
+        "the input pipeline is too slow: a row or batch took longer than the device waits for it",
+    ),
     _s(
         "hf-dataset-generation",
         _C.DATA_PIPELINE_ERROR,
@@ -953,6 +963,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL's OFI plugin found no usable libfabric provider (EFA devices not visible?)",
         symptom=True,  # NCCL then falls back to its socket transport: the job may go on
     ),
+    # Ascend's forms of a collective that waited past HCCL's timeout: the device's event or notify
+    # wait (EI0002, the runtime's 507011/507048 after it); a peer that never came, like NCCL's
+    _s(
+        "ascend-wait-timeout",
+        _C.COLLECTIVE_TIMEOUT,
+        "event wait timeout|notify register times out",
+        r"event wait timeout occurred during task execution|The wait execution of the Notify register times out",
+        0.8,
+        "an Ascend collective waited past HCCL's timeout for a peer",
+        symptom=True,
+    ),
     # Ascend's form of a watchdog timeout
     _s(
         "ascend-stream-sync-timeout",
@@ -1059,12 +1080,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "checkpoint-error",
         _C.CHECKPOINT_ERROR,
-        "checkpoint|global_step|_states|storage has wrong size",
+        "checkpoint|ckpt|global_step|_states|storage has wrong size",
         r"CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict|Missing key\(s\) in state_dict"
         r"|Unexpected key\(s\) in state_dict"
         # a resume whose checkpoint directory lacks a file (an incomplete save, a conversion
         # that left out DeepSpeed's optimizer shards)
-        r"|No such file or directory: '[^']*(?:checkpoint[^']*/[^'/]+|/global_step\d+/[^'/]+"
+        r"|No such file or directory: '[^']*(?:checkpoint[^']*/[^'/]+|/[^'/]*(?:checkpoint|\.ckpt)[^'/]*|/global_step\d+/[^'/]+"
         r"|_(?:optim|model)_states\.pt)'"
         # DeepSpeed ZeRO resumed on another data-parallel size than it was saved with
         r"|checkpoint being loaded used a DP world size of \d+ but the current world size is \d+"
@@ -1156,6 +1177,27 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # Ascend's forms of a kernel that faulted or never finished on the NPU (ACL 507014/507015,
     # 507034/507035): what CUDA's illegal access and launch timeout are on a GPU
+    # Ascend's device memory exhausted: the runtime's malloc failing for want of memory (EL0004,
+    # MindSpore's MallocDeviceMemory), what CUDA's out of memory is on a GPU
+    _s(
+        "ascend-device-oom",
+        _C.GPU_OOM,
+        "driver error:out of memory|el0004|malloc device memory failed",
+        r"rtMalloc execute failed, reason=\[driver error:out of memory\]|EL0004: Failed to allocate memory"
+        r"|Malloc device memory failed, size\[\d+\]",
+        0.85,
+        "the Ascend NPU's memory is exhausted (a device allocation failed)",
+    ),
+    # MindSpore's silent-corruption check (SilentCheck) found a feature value out of bounds on an
+    # Ascend device: below the hardware bar, as a model's own NaN trips it too
+    _s(
+        "mindspore-silent-check",
+        _C.SILENT_DATA_CORRUPTION,
+        "silentcheck",
+        r"SilentCheckV\d+ Compute\w*Error|\[ERROR\].*silent_check\w*\.cc.*SilentCheck",
+        0.65,
+        "the framework's silent-corruption check found a feature value out of bounds",
+    ),
     _s(
         "ascend-core-fault",
         _C.CUDA_ERROR,
@@ -1603,6 +1645,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"CUBLAS_STATUS_ALLOC_FAILED|^!!!! kernel execution error\..*\berror: 3\b",
         0.7,
         "cuBLAS could not allocate GPU memory",
+    ),
+    # the HF Trainer's DebugUnderflowOverflow (--debug underflow_overflow) stopping the run at the
+    # first inf/nan in a module's activations or weights
+    _s(
+        "hf-debug-inf-nan",
+        _C.NUMERICAL_INSTABILITY,
+        "detected inf/nan",
+        r"Detected inf/nan during batch_number=\d+",
+        0.85,
+        "an inf or NaN appeared in the activations (the HF debug tracer stopped the run)",
     ),
     _s(
         "loss-scale-minimum",

@@ -207,3 +207,24 @@ def test_a_launcher_stopped_after_the_job_failed_is_not_a_preemption() -> None:
     ]
     assert _verdict(failed).category is Category.COLLECTIVE_TIMEOUT
     assert _verdict(failed[2:]).category is Category.PREEMPTION
+
+
+def test_the_one_rank_a_log_shows_owns_its_unprefixed_error_but_not_a_transport_failure() -> None:
+    """A log cut to one rank's output (its traceback's frames prefixed, the error line not): that
+    rank's error. A network or rendezvous failure the rank only reports names no culprit."""
+    assertion = (
+        "/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [7354,0,0], thread: "
+        '[64,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.'
+    )
+    frames = [
+        "[rank104]: Traceback (most recent call last):",
+        '[rank104]:   File "/x/train.py", line 10, in <module>',
+    ]
+    v = _verdict([assertion, *frames])
+    assert v.category is Category.USER_CODE_ERROR and v.culprit.rank == 104
+    refused = (
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+        "(192.168.121.122, 1040)."
+    )
+    transport = _verdict(["[rank3]: step 1 done", refused])
+    assert transport.category is Category.RENDEZVOUS_ERROR and transport.culprit.rank is None
