@@ -408,6 +408,7 @@ class LogClassifier:
         self._preparing: _Hit | None = None
         self._preparing_at_timeout: _Hit | None = None
         self._timed_out = False
+        self._traceback_ranks: set[int] = set()  # prefixes on traceback lines (two are enough)
         self._loss = LossTrend(max_series=MAX_DISTINCT)
         self._p2p = P2PMatrices()
 
@@ -515,7 +516,10 @@ class LogClassifier:
         first child its agent saw fail (a log cut before the block still names it)."""
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
-            _add_bounded(self._ranks_seen, int(m.group(1) or m.group(2)))
+            rank = int(m.group(1) or m.group(2))
+            _add_bounded(self._ranks_seen, rank)
+            if ('File "' in text or _TRACEBACK_START in text) and len(self._traceback_ranks) < 2:
+                self._traceback_ranks.add(rank)
         if " NCCL " in text and (n := _NCCL_RE.match(_PREFIX_RE.sub("", text, count=1))):
             _add_bounded(self._nodes_seen, n.group(1))  # INFO lines too: which hosts the job ran on
         if "sigkill_handler] [" in text and (d := _DS_COMMAND_RE.search(text)):
@@ -614,16 +618,28 @@ class LogClassifier:
         elif rank is None:
             fallback = None if m.category is Category.PREEMPTION else self._first_failed_rank
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
-            if rank is None and m.category.layer in _OWN_ERROR_LAYERS and len(self._ranks_seen) == 1:
-                # one rank's output is all the log shows (its traceback cut short): its own error
-                # (not a transport's or a rendezvous', which the rank only reports) is its
-                rank = next(iter(self._ranks_seen))
+            if rank is None and m.category.layer in _OWN_ERROR_LAYERS:
+                rank = self._only_traceback_rank(m.category)
         node = m.node
         if node is None and (m.rank is None or m.rank == self._root_cause_rank):
             node = self._root_cause_host
         if node is None and len(self._nodes_seen) == 1:
             node = next(iter(self._nodes_seen))
         return Culprit(rank=rank, node=node, gpu=m.gpu)
+
+    def _only_traceback_rank(self, category: Category) -> int | None:
+        """The rank whose traceback a log cut to one rank's output shows (its frames prefixed, its
+        unprefixed error line the root): that rank's own error. Not where the log names any other
+        rank, nor where that rank printed a symptom or another failure (it waited on, or saw die,
+        the rank that failed)."""
+        if len(self._ranks_seen) != 1 or len(self._traceback_ranks) != 1:
+            return None
+        rank = next(iter(self._traceback_ranks))
+        if rank not in self._ranks_seen or any(
+            h.match.rank == rank and (h.match.symptom or h.match.category is not category) for h in self._hits
+        ):
+            return None
+        return rank
 
     @property
     def _launcher_failure(self) -> tuple[int, int] | None:

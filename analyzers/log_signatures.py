@@ -423,14 +423,16 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # Hugging Face datasets failing to build a dataset from its files (a malformed JSON file)
     # MindSpore's data engine: a dataset that yields rows or batches slower than the device
-    # consumes them (its `GetNext` times out next)
+    # consumes them (its `GetNext` times out next). A warning a run often trains on through, so
+    # a symptom: it decides only a log where nothing else failed
     _s(
         "mindspore-slow-pipeline",
         _C.DATA_PIPELINE_ERROR,
         "bad performance attention",
-        r"Bad performance attention, it takes more than \d+ seconds to (?:generator\.__next__|fetch a batch)",
+        r"Bad performance attention, it takes more than \d+ seconds to (?:generator\.__next__|fetch(?: and send)? a batch)",
         0.6,
         "the input pipeline is too slow: a row or batch took longer than the device waits for it",
+        symptom=True,
     ),
     _s(
         "hf-dataset-generation",
@@ -968,8 +970,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ascend-wait-timeout",
         _C.COLLECTIVE_TIMEOUT,
-        "event wait timeout|notify register times out",
-        r"event wait timeout occurred during task execution|The wait execution of the Notify register times out",
+        "during task execution|notify register times out",
+        # the event wait's and the HCCL fftsplus task's forms
+        r"timeout occurred during task execution|The wait execution of the Notify register times out",
         0.8,
         "an Ascend collective waited past HCCL's timeout for a peer",
         symptom=True,
@@ -1085,7 +1088,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Unexpected key\(s\) in state_dict"
         # a resume whose checkpoint directory lacks a file (an incomplete save, a conversion
         # that left out DeepSpeed's optimizer shards)
-        r"|No such file or directory: '[^']*(?:checkpoint[^']*/[^'/]+|/[^'/]*(?:checkpoint|\.ckpt)[^'/]*|/global_step\d+/[^'/]+"
+        r"|No such file or directory: '[^']*(?:checkpoint[^']*/[^'/]+|/[^'/]*checkpoint[^'/]*\.(?:pt|pth|tar|bin|ckpt|safetensors|pkl|h5)|/global_step\d+/[^'/]+"
         r"|_(?:optim|model)_states\.pt)'"
         # DeepSpeed ZeRO resumed on another data-parallel size than it was saved with
         r"|checkpoint being loaded used a DP world size of \d+ but the current world size is \d+"
@@ -1182,21 +1185,25 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ascend-device-oom",
         _C.GPU_OOM,
-        "driver error:out of memory|el0004|malloc device memory failed",
-        r"rtMalloc execute failed, reason=\[driver error:out of memory\]|EL0004: Failed to allocate memory"
-        r"|Malloc device memory failed, size\[\d+\]",
+        "driver error:out of memory|el0004|malloc device memory failed|call rtmalloc fail",
+        # EL0004 with or without `[PID: N] <time>` before its text, and CANN 8's named form
+        # `Memory_Allocation_Failure(EL0004)`; GE's own `Call rtMalloc fail`
+        r"rtMalloc execute failed, reason=\[driver error:out of memory\]|EL0004\b.{0,80}?Failed to allocate memory"
+        r"|Malloc device memory failed, size\[\d+\]|Call rtMalloc fail\b",
         0.85,
         "the Ascend NPU's memory is exhausted (a device allocation failed)",
     ),
     # MindSpore's silent-corruption check (SilentCheck) found a feature value out of bounds on an
-    # Ascend device: below the hardware bar, as a model's own NaN trips it too
+    # Ascend device. Any inf/NaN trips it (a model's own fp16 overflow too) and training goes on
+    # by default, so a symptom: it decides only a log where nothing else failed
     _s(
         "mindspore-silent-check",
         _C.SILENT_DATA_CORRUPTION,
         "silentcheck",
         r"SilentCheckV\d+ Compute\w*Error|\[ERROR\].*silent_check\w*\.cc.*SilentCheck",
-        0.65,
+        0.55,
         "the framework's silent-corruption check found a feature value out of bounds",
+        symptom=True,
     ),
     _s(
         "ascend-core-fault",

@@ -2169,6 +2169,39 @@ _ROUNDS_27_31 = [
         ["EL0004: Failed to allocate memory.", "        Possible Cause: Available memory is insufficient."],
         C.GPU_OOM,
     ),
+    (["EL0004: [PID: 1234] 2024-11-28-11:59:30.645.648 Failed to allocate memory."], C.GPU_OOM),
+    (
+        ["E19999 Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module."],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "EE9999 The error from device(chipId:3, dieId:0), serial number is 1, event wait timeout occurred during "
+            "task execution, stream_id:122, sq_id:122, task_id:790, event_id=73, timeout=1980."
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    (
+        ["EI9999: Inner Error! hccl fftsplus task timeout occurred during task execution, stream_id:2"],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    # MindSpore's slow-pipeline warning and SilentCheck's NaN are symptoms: a later failure decides
+    (
+        [
+            "[WARNING] MD(1,2,python):2023-03-25-15:29:14 [data_queue_op.cc:903] DetectPerBatchTime] Bad performance "
+            "attention, it takes more than 25 seconds to fetch and send a batch of data into device",
+            "EL0004: Failed to allocate memory.",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "[ERROR] AICPU(26559,aicpu_scheduler):2025-02-25-18:46:51 [silent_check_v3.cc:250][ComputeL1Error]"
+            "[tid:26572]SilentCheckV3 ComputeL1Error:val = [nan], max = [nan]",
+            "ValueError: loss is nan, stopping training",
+        ],
+        C.NUMERICAL_INSTABILITY,
+    ),
     (
         [
             "EI0002: [PID: 7277] The wait execution of the Notify register times out. Reason: The Notify register "
@@ -2203,7 +2236,19 @@ _ROUNDS_27_31 = [
         ["FileNotFoundError: [Errno 2] No such file or directory: '/runs/exp3/checkpoint_best.tar'"],
         C.CHECKPOINT_ERROR,
     ),
-    (["FileNotFoundError: [Errno 2] No such file or directory: '/runs/exp3/model.ckpt'"], C.CHECKPOINT_ERROR),
+    (
+        ["FileNotFoundError: [Errno 2] No such file or directory: '/runs/exp3/checkpoint_last.pth'"],
+        C.CHECKPOINT_ERROR,
+    ),
+    # pretrained weights named by a path, a list of checkpoints: a wrong path, the user's
+    (
+        ["FileNotFoundError: [Errno 2] No such file or directory: '/models/sd-v1-5-pruned.ckpt'"],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["FileNotFoundError: [Errno 2] No such file or directory: '/work/data/checkpoints_list.csv'"],
+        C.USER_CODE_ERROR,
+    ),
     (
         ["FileNotFoundError: [Errno 2] No such file or directory: '/data/train/shard_007.pt'"],
         C.USER_CODE_ERROR,
