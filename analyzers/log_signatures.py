@@ -764,6 +764,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.6,
         "the launcher received SIGHUP: the terminal or session it ran in closed",
     ),
+    # gloo connecting its full mesh at start-up (a wrong GLOO_SOCKET_IFNAME, an unreachable peer)
+    _s(
+        "gloo-connect-full-mesh",
+        _C.RENDEZVOUS_ERROR,
+        "connectfullmesh",
+        r"Gloo connectFullMesh failed",
+        0.7,
+        "gloo could not connect its ranks to each other at start-up",
+    ),
     # jax.distributed.initialize: the processes never all reached the coordination service
     _s(
         "jax-coordination-connect",
@@ -1022,7 +1031,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl-socket-failed",
         _C.NETWORK_ERROR,
         "nccl warn|net : call to",
-        r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed|Connect to \S+ failed"
+        r"NCCL WARN (?:socket\w*|Socket recv failed|Net : Connection closed|(?:Net : )?Connect to \S+ failed"
         r"|Net : Call to (?:recv|send|connect) .*failed|NET/Socket : socket progress error)"
         r"|^\s*Net : Call to (?:recv|send|connect) .*failed",
         0.6,
@@ -1185,11 +1194,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ascend-device-oom",
         _C.GPU_OOM,
-        "driver error:out of memory|el0004|malloc device memory failed|call rtmalloc fail",
+        "driver error:out of memory|el0004|malloc device memory failed|call rtmalloc fail|heap_alloc_managed out of memory"
+        "|out of memory!!!",
         # EL0004 with or without `[PID: N] <time>` before its text, and CANN 8's named form
         # `Memory_Allocation_Failure(EL0004)`; GE's own `Call rtMalloc fail`
         r"rtMalloc execute failed, reason=\[driver error:out of memory\]|EL0004\b.{0,80}?Failed to allocate memory"
-        r"|Malloc device memory failed, size\[\d+\]|Call rtMalloc fail\b",
+        r"|Malloc device memory failed\b|Call rtMalloc fail\b"
+        # the driver's own allocator, and MindSpore's memory pool
+        r"|heap_alloc_managed out of memory|Out of Memory!!! total\[\d+\]",
         0.85,
         "the Ascend NPU's memory is exhausted (a device allocation failed)",
     ),
@@ -1204,6 +1216,46 @@ SIGNATURES: tuple[Signature, ...] = (
         0.55,
         "the framework's silent-corruption check found a feature value out of bounds",
         symptom=True,
+    ),
+    # Ascend's GetNext (the input queue's AI CPU operator) timing out: the host side never fed
+    # the device's data queue in time
+    _s(
+        "ascend-getnext-timeout",
+        _C.DATA_PIPELINE_ERROR,
+        "aicpu_getnext",
+        r"fault op_name=aicpu_getnext\w*",
+        0.75,
+        "the device waited past its timeout for the input pipeline (Ascend's GetNext)",
+    ),
+    # HCCL's RoCE completion error (EI0013): what NCCL's IB `Got completion with error` is
+    _s(
+        "hccl-roce-cqe",
+        _C.NETWORK_ERROR,
+        "roce cqe|ei0013",
+        r"ROCE CQE\(EI0013\)|EI0013\b.{0,80}error CQE",
+        0.7,
+        "HCCL's RoCE transport failed (an error completion): the link or the peer went away",
+        symptom=True,
+    ),
+    # a collective handed tensors it cannot take (a view that is not contiguous, a CPU tensor to
+    # NCCL): the training code's call
+    _s(
+        "collective-tensor-args",
+        _C.USER_CODE_ERROR,
+        "tensors must be",
+        r"\bTensors must be (?:contiguous|(?:CUDA|NPU) and dense)\b",
+        0.8,
+        "a collective was given tensors it cannot take (not contiguous, or not on the device)",
+    ),
+    # HCCL refusing a collective's data type (bool and byte all-reduce on Ascend): the call is
+    # the training code's to change
+    _s(
+        "hccl-unsupported-dtype",
+        _C.USER_CODE_ERROR,
+        "unsupported data type",
+        r"HCCL \w+(?: & \w+)?: Unsupported data type",
+        0.8,
+        "HCCL does not support the tensor's data type for this collective",
     ),
     _s(
         "ascend-core-fault",
@@ -1652,6 +1704,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"CUBLAS_STATUS_ALLOC_FAILED|^!!!! kernel execution error\..*\berror: 3\b",
         0.7,
         "cuBLAS could not allocate GPU memory",
+    ),
+    # MindFormers' health monitor: the global gradient norm over its threshold, step after step
+    _s(
+        "global-norm-over-threshold",
+        _C.NUMERICAL_INSTABILITY,
+        "consecutive times greater than threshold",
+        r"global norm \[?[\d.eE+-]+\]? of step \d+ has been \d+ consecutive times greater than threshold",
+        0.8,
+        "the gradient norm stayed above its threshold (a gradient explosion)",
     ),
     # the HF Trainer's DebugUnderflowOverflow (--debug underflow_overflow) stopping the run at the
     # first inf/nan in a module's activations or weights

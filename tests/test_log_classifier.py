@@ -467,7 +467,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     moved when round 19's family named it), round 21's 16 less 7, round 22's 14 less 6, round
     23's 16 less 7, round 24's 17 less 2, round 25's 5, round 26's 1, round 27's 9 less 2, round 28's 4 less 2, round 29's
     14 less 4, round 30's 4 less 1, round 31's 8 less 5, round 32's 8, round 33's 12 less 5 and
-    round 34's 15 less 2 (round 14's tokenizing rank relabelled data_pipeline_error, as rounds 7
+    round 34's 15 less 2, round 35's 7 and round 36's 14 less 10 (round 14's tokenizing rank relabelled data_pipeline_error, as rounds 7
     and 28 label the same case). A
     fall below the floor is a regression in generalisation, not a missing signature. The floor
     is 0.84 since rounds 32-34 (0.85 after rounds 21-22, 0.86 after rounds 15-20, 0.90 before):
@@ -481,11 +481,12 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     recommendation stacks, storage and MoE) came in at 44% and 76%, rounds 25-26 (training
     platforms, hardware; the stored threads ran dry at 6 logs) at 4 of 5 and 1 of 1, rounds 27-31
     (fine-tuning kits, forums, HPC centres, orchestrators, rare hardware; 39 logs) at 20 of 39,
-    rounds 32-34 (HPC write-ups, Ascend, committed job logs; 35 logs) at 19 of 35."""
+    rounds 32-34 (HPC write-ups, Ascend, committed job logs; 35 logs) at 19 of 35, rounds 35-36
+    (committed job logs, Ascend and MindSpore vendor pages; 21 logs) at 8 of 21."""
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 454
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 465
     assert held["accuracy"] >= 0.84, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.84: a timeout or a network error whose cause only the
@@ -830,6 +831,16 @@ MOVED_MISSES = {
     "heldout31_mirroredstrategy_dmar_pte_write_fault.log": (C.PCIE_ERROR, None),
     "heldout31_yolact_resume_storage_wrong_size.log": (C.CHECKPOINT_ERROR, None),
     "heldout7_myria3d_ddp_test_set_prep_exceeds_nccl_timeout.log": (C.DATA_PIPELINE_ERROR, None),
+    "heldout36_ascend_tf_getnext_aicpu_timeout_e30008.log": (C.DATA_PIPELINE_ERROR, None),
+    "heldout36_ascend_tf_npu_halmemalloc_device_oom.log": (C.GPU_OOM, None),
+    "heldout36_deepspeed_moe_npu_hccl_bool_allreduce.log": (C.USER_CODE_ERROR, None),
+    "heldout36_hccl_roce_error_cqe_ei0013.log": (C.NETWORK_ERROR, None),
+    "heldout36_lumi_rccl_connect_no_route_to_host.log": (C.NETWORK_ERROR, None),
+    "heldout36_mindformers_global_norm_spike_stop_training.log": (C.NUMERICAL_INSTABILITY, None),
+    "heldout36_mindspore_ascend_out_of_memory_malloc_failed.log": (C.GPU_OOM, None),
+    "heldout36_mindspore_malloc_device_memory_card_occupied.log": (C.GPU_OOM, None),
+    "heldout36_torchnpu_allreduce_noncontiguous_tensor.log": (C.USER_CODE_ERROR, None),
+    "heldout36_torchnpu_gloo_connectfullmesh_wrong_ifname.log": (C.RENDEZVOUS_ERROR, None),
     "heldout33_deepspeed_zero3_npu_el0004_allgather.log": (C.GPU_OOM, None),
     "heldout33_mindspore_ascend_malloc_30g_card_occupied.log": (C.GPU_OOM, None),
     "heldout33_mindspore_eval_exceeds_hccl_exec_timeout.log": (C.COLLECTIVE_TIMEOUT, None),
@@ -2253,6 +2264,52 @@ _ROUNDS_27_31 = [
         ["FileNotFoundError: [Errno 2] No such file or directory: '/data/train/shard_007.pt'"],
         C.USER_CODE_ERROR,
     ),
+    # rounds 35-36: Ascend's driver and MindSpore's pool out of device memory, its GetNext timing out
+    # on the input queue, HCCL's RoCE error completion (a symptom: a named cause after it decides),
+    # collectives handed tensors they cannot take, MindFormers' gradient-norm monitor, gloo's mesh
+    # at start-up, NCCL's newer `Net : Connect to` wording
+    (
+        [
+            "[ERROR] DRV(1,python3):2021-11-11 [devmm_alloc_managed 126] heap_alloc_managed out of memory, pp=0x1"
+        ],
+        C.GPU_OOM,
+    ),
+    (["Out of Memory!!! total[1024] (dynamic[0] memory poll[512]) malloc[4096] failed!"], C.GPU_OOM),
+    (
+        [
+            "Aicpu kernel execute failed, device_id=0, stream_id=2, task_id=2, fault op_name=aicpu_getnext_"
+            "IteratorGetNext[FUNC:GetError]"
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (["Aicpu kernel execute failed, device_id=0, stream_id=2, task_id=2, fault op_name=Add_123"], C.UNKNOWN),
+    (
+        ["[PID: 1] Execution Error ROCE CQE(EI0013): An error CQE occurred during operator execution."],
+        C.NETWORK_ERROR,
+    ),
+    (
+        [
+            "[PID: 1] Execution Error ROCE CQE(EI0013): An error CQE occurred during operator execution.",
+            "[rank3]: RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 3; 60.97 GiB total capacity)",
+        ],
+        C.GPU_OOM,
+    ),
+    (["RuntimeError: HCCL AllReduce: Unsupported data type at::kBool"], C.USER_CODE_ERROR),
+    (["RuntimeError: Tensors must be CUDA and dense"], C.USER_CODE_ERROR),
+    (
+        [
+            "ValueError: Current global norm [47.329006] of step 2 has been 2 consecutive times greater than "
+            "threshold 3.0, stop training..."
+        ],
+        C.NUMERICAL_INSTABILITY,
+    ),
+    (
+        [
+            "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/transport/tcp/pair.cc:144] no error"
+        ],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (["gpu7:1:2 [0] NCCL WARN Net : Connect to 10.0.0.1<1234> failed : Connection refused"], C.NETWORK_ERROR),
     # a legacy checkpoint cut short
     (["RuntimeError: storage has wrong size: expected 4096 got 1024"], C.CHECKPOINT_ERROR),
 ]
