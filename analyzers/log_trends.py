@@ -83,6 +83,16 @@ class LossTrend:
         self._max_series = max_series
 
     def read(self, text: str, rank: int | None) -> LossReading | None:
+        """The line's training loss, or the first spike among its values: a progress bar written
+        to a file is one line of updates joined by carriage returns, each with its own loss."""
+        found: LossReading | None = None
+        for segment in text.split("\r") if "\r" in text else (text,):
+            reading = self._read_one(segment, rank)
+            if reading is not None and not (found is not None and found.spike):
+                found = reading
+        return found
+
+    def _read_one(self, text: str, rank: int | None) -> LossReading | None:
         m = _LOSS_RE.search(text)
         if m is None or _NOT_TRAINING_RE.search(text):
             return None

@@ -131,3 +131,14 @@ def test_bench_classify_fails_below_target_and_reports_misses(tmp_path, capsys):
 def test_bench_missing_corpus_is_usage_error(tmp_path, capsys):
     assert main(["bench", "classify", "--corpus", str(tmp_path)]) == 2
     assert "labels.json" in capsys.readouterr().err
+
+
+def test_line_numbers_count_newlines_only_even_in_the_first_block(tmp_path, capsys):
+    """A progress bar's carriage-return updates stay one line wherever they are in the file, so
+    the evidence's line number is the one `grep -n` and editors show."""
+    log = tmp_path / "bars.log"
+    bar = "\r".join(f"Epoch 0:  {i}%|#| {i}/100" for i in range(100))
+    log.write_text(f"{bar}\nstep 1\n[rank2]: OSError: [Errno 28] No space left on device\n")
+    assert main(["classify", "--json", str(log)]) == 0
+    (rec,) = _json_lines(capsys.readouterr().out)
+    assert rec["category"] == "storage_error" and rec["evidence"][0]["line"] == 3

@@ -228,3 +228,19 @@ def test_the_one_rank_a_log_shows_owns_its_unprefixed_error_but_not_a_transport_
     )
     transport = _verdict(["[rank3]: step 1 done", refused])
     assert transport.category is Category.RENDEZVOUS_ERROR and transport.culprit.rank is None
+
+
+def test_a_progress_bar_written_to_a_file_is_read_update_by_update() -> None:
+    """tqdm and Lightning write their updates joined by carriage returns: one line holds every
+    update of an epoch, each with its loss, and a validation bar may sit among them."""
+    updates = [
+        f"Epoch 0:  {i}%|#| {i}/100 [00:0{i}<00:10, 9.8it/s, v_num=3, loss={v}]"
+        for i, v in enumerate([0.95, 0.93, 0.91, 0.92, 2.9, 1.1])
+    ]
+    updates.insert(3, "Validation DataLoader 0:  50%|#####| 5/10 [00:01<00:01]")
+    v = _verdict(["\r".join(updates)])
+    assert v.category is Category.NUMERICAL_INSTABILITY and "spiked to 2.9" in v.summary
+    steady = [
+        f"Epoch 0:  {i}%|#| {i}/100 [00:0{i}<00:10, loss={0.9 + 0.01 * (i % 3):.2f}]" for i in range(60)
+    ]
+    assert _verdict(["\r".join(steady)]).category is Category.UNKNOWN

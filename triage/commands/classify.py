@@ -56,7 +56,9 @@ def classify_stream(stream: IO[bytes], name: str, config: LogClassifierConfig) -
     # Hand the sniffed bytes back to the line reader: whole lines now, the partial last one is
     # completed by the next read.
     cut = head.rfind(b"\n") + 1
-    lines = head[:cut].decode("utf-8", errors="replace").splitlines(keepends=True)
+    # split on newlines only, as the reader below does (and as `grep -n` numbers lines): a
+    # carriage return inside a line is a progress bar's update, not a new line
+    lines = head[:cut].decode("utf-8", errors="replace").split("\n")[:-1]
     classifier = LogClassifier(name, config)
     classifier.feed_all(lines)
     classifier.feed_all(_lines(stream, head[cut:]))
