@@ -6,7 +6,15 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from triage.supervisor.stall import SAVING_SQL, STALL_MIN_S, Beat, find_stall
+from triage.supervisor.stall import (
+    BUSY_READ_BPS,
+    BUSY_SHARE,
+    SAVING_SQL,
+    STALL_MIN_S,
+    WORK_SQL,
+    Beat,
+    find_stall,
+)
 
 NOW = 1_800_000_000.0
 
@@ -96,3 +104,33 @@ def test_the_ranks_saving_are_those_with_a_save_of_either_kind_still_open():
     con.executemany("INSERT INTO events VALUES ('j', NULL, 0, ?, ?, ?)", rows)
     saving = {r for (r,) in con.execute(SAVING_SQL, {"job": "j", "run": None, "attempt": 0}).fetchall()}
     assert saving == {1, 3}
+
+
+@pytest.mark.parametrize(
+    ("main_cpu", "children_cpu", "read", "working"),
+    [
+        (0.1, 0.0, 0, False),  # idle: a deadlock, a sleep
+        (4.0, 0.0, 0, True),  # a long step on the main thread
+        (0.1, 9.0, 0, True),  # data prepared in a pool of workers, the main thread waiting
+        (0.1, None, 50 * 1024 * 1024, True),  # a download; hooks that cannot read children
+        (0.1, 0.5, 20_000, False),  # an idle pool, the hooks' own reads of /proc
+    ],
+)
+def test_a_late_rank_is_working_by_its_main_thread_its_children_or_what_it_reads(
+    main_cpu, children_cpu, read, working
+):
+    """What the rule asks of a rank that has not entered the collective, over 10 s of heartbeats."""
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE heartbeats (job_id VARCHAR, run_id VARCHAR, attempt BIGINT, rank BIGINT, time DOUBLE, "
+        "main_cpu_s DOUBLE, children_cpu_s DOUBLE, read_bytes BIGINT)"
+    )
+    rows = [
+        (3, 100.0, 1.0, None if children_cpu is None else 2.0, 1000),
+        (3, 110.0, 1.0 + main_cpu, None if children_cpu is None else 2.0 + children_cpu, 1000 + read),
+    ]
+    con.executemany("INSERT INTO heartbeats VALUES ('j', NULL, 0, ?, ?, ?, ?, ?)", rows)
+    share, rate = con.execute(
+        WORK_SQL, {"job": "j", "run": None, "attempt": 0, "rank": 3, "since": 99.0}
+    ).fetchone()
+    assert (share > BUSY_SHARE or (rate or 0) > BUSY_READ_BPS) is working

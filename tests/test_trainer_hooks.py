@@ -289,7 +289,7 @@ def test_unwritable_spool_is_reported_once_and_rows_survive_until_it_recovers(tm
     buf = RecordBuffer(SPOOL_TABLES, 1000)
     writer = SpoolWriter(blocker / "rank0", ("j", None, 0, 0, "n", 0), buf, 3600)
     for i in range(3):
-        buf.put("heartbeats", (float(i), i, 1, None, None, None, None, None))
+        buf.put("heartbeats", (float(i), i, 1, None, None, None, None, None, None, None))
         writer.flush()
     err = capsys.readouterr().err
     assert err.count("cannot write telemetry") == 1

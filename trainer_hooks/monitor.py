@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from triage.trainer_hooks import activity
 from triage.trainer_hooks.buffer import RecordBuffer
 from triage.trainer_hooks.canary import Canary
 from triage.trainer_hooks.collective_timing import CollectiveRecorder
@@ -641,5 +642,17 @@ class TrainingMonitor:
         inflight = self._collectives.oldest_inflight()
         op, group, seq, since = inflight if inflight else (None, None, None, None)
         self.buffer.put(
-            "heartbeats", (time.time(), self.last_step, self.pid, op, group, seq, since, self._main_cpu_s())
+            "heartbeats",
+            (
+                time.time(),
+                self.last_step,
+                self.pid,
+                op,
+                group,
+                seq,
+                since,
+                self._main_cpu_s(),
+                activity.children_cpu_s(),
+                activity.read_bytes(),
+            ),
         )

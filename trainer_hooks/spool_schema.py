@@ -116,6 +116,10 @@ HEARTBEATS = _schema(
     # CPU seconds of the rank's main thread: whether a rank outside a collective is working
     # (a slow step, an evaluation on rank 0) or stuck (a deadlock, a sleep), for the hang rule
     pa.field("main_cpu_s", pa.float64()),
+    # ... of its child processes (data prepared in a pool, DataLoader workers), and the bytes it
+    # has read (a download): working too, with an idle main thread (`trainer_hooks/activity.py`)
+    pa.field("children_cpu_s", pa.float64()),
+    pa.field("read_bytes", pa.int64()),
 )
 
 SPOOL_TABLES: dict[str, pa.Schema] = {

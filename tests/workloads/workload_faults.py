@@ -6,9 +6,15 @@ WORKLOAD_FAULT_STEP, once: the first run that injects it leaves WORKLOAD_FAULT_O
 behind, so the restart runs clean. `slow_save` makes that step's checkpoint write wait
 WORKLOAD_SAVE_PAUSE_S seconds, idle, as a write to stalled network storage does.
 WORKLOAD_LINGER_RANK works WORKLOAD_LINGER_S seconds more after training, as a rank 0 that
-saves the final model while the others have exited.
+saves the final model while the others have exited. WORKLOAD_PREPARE_RANK prepares the data
+for WORKLOAD_PREPARE_S seconds while its peers wait at a barrier (before training, or before
+step WORKLOAD_PREPARE_STEP: an evaluation set built on rank 0 first), as HF's
+`main_process_first` has rank 0 do: WORKLOAD_PREPARE=map in a pool of worker processes (its
+main thread idle, waiting on them, as `dataset.map(num_proc=N)`), `download` reading a stream a
+chunk at a time (idle between chunks, as a download is).
 """
 
+import multiprocessing
 import os
 import signal
 import time
@@ -58,3 +64,32 @@ def fault(step: int, rank: int) -> None:
 def linger(rank: int) -> None:
     if os.environ.get("WORKLOAD_LINGER_RANK") == str(rank):
         time.sleep(float(os.environ.get("WORKLOAD_LINGER_S", "0")))
+
+
+def _tokenize(seconds: float) -> int:
+    """A worker's share of the corpus: CPU work for `seconds`."""
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        n += sum(i * i for i in range(1000))
+    return n
+
+
+def prepares_before(step: int | None) -> bool:
+    """Whether the data is prepared before `step` (None: before training)."""
+    at = os.environ.get("WORKLOAD_PREPARE_STEP")
+    return (at is None and step is None) or (at is not None and step is not None and int(at) == step)
+
+
+def prepare(rank: int) -> None:
+    if os.environ.get("WORKLOAD_PREPARE_RANK") != str(rank):
+        return
+    seconds = float(os.environ.get("WORKLOAD_PREPARE_S", "8"))
+    if os.environ.get("WORKLOAD_PREPARE") == "download":
+        end = time.monotonic() + seconds
+        with open("/dev/zero", "rb") as stream:
+            while time.monotonic() < end:
+                stream.read(1 << 18)
+                time.sleep(0.05)
+        return
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(_tokenize, [seconds / 2] * 4)

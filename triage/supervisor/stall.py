@@ -18,11 +18,13 @@ writing to storage keeps its peers waiting, in the save's collectives or the nex
 excuse them), a rank that is ahead (in a later collective of the group), a group whose every
 member is inside the collective (all entered and none returns: the network or a peer's
 device, which the step timeout and the analyzers handle), or ranks half or more of the group
-(who is late is then unclear). And not a stall while a missing rank's main thread is busy:
-each heartbeat carries that thread's CPU seconds, and a rank that used more than
-`BUSY_SHARE` of the stall's wall time is working (a long step, an evaluation only rank 0 runs
-while the others wait at a barrier), not stuck (a deadlock, a sleep, a wait on something that
-never comes); a rank whose hooks do not report it is given the benefit of the doubt. So a
+(who is late is then unclear). And not a stall while a missing rank is working: each heartbeat
+carries the CPU seconds of that rank's main thread and of its child processes, and the bytes it
+has read; a rank that used more than `BUSY_SHARE` of the stall's wall time on the CPU (a long
+step, an evaluation only rank 0 runs while the others wait at a barrier, data prepared in a pool
+of workers) or read more than `BUSY_READ_BPS` (a download) is working, not stuck (a deadlock, a
+sleep, a wait on something that never comes); a rank whose hooks do not report it is given the
+benefit of the doubt. So a
 legitimately long step is no hang however long it takes, and the step-progress timeout stays
 the backstop for what this rule lets pass (a rank stuck busy-waiting on its GPU).
 """
@@ -41,8 +43,12 @@ WAIT_FACTOR = 5.0
 STEP_FACTOR = 3.0
 #: A heartbeat older than this is from a rank that may be dead: no stall is judged then.
 FRESH_S = 5.0
-#: A missing rank whose main thread used more CPU than this share of the stall is working.
+#: A missing rank whose main thread and child processes used more CPU than this share of the
+#: stall is working ...
 BUSY_SHARE = 0.25
+#: ... as is one that read more than this many bytes a second (a download: a stuck rank reads
+#: nothing, and the hooks' own reads of /proc are a few kB a second).
+BUSY_READ_BPS = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -157,10 +163,14 @@ SELECT op, quantile_cont(end_time - enter_time, 0.99) FROM (
 GROUP BY op
 """
 
-#: The share of wall time a rank's main thread spent on the CPU since `since`, from its first and
-#: newest heartbeats after it; NULL where the hooks do not report CPU time or one beat is all.
-CPU_SHARE_SQL = """
-SELECT (arg_max(main_cpu_s, time) - arg_min(main_cpu_s, time)) / nullif(max(time) - min(time), 0)
+#: How much a rank worked since `since`, from its first and newest heartbeats after it: the
+#: share of wall time its main thread and its child processes spent on the CPU, and the bytes
+#: per second it read; NULL where the hooks do not report them or one beat is all.
+WORK_SQL = """
+SELECT (arg_max(main_cpu_s, time) - arg_min(main_cpu_s, time)
+        + coalesce(arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time), 0))
+         / nullif(max(time) - min(time), 0),
+       (arg_max(read_bytes, time) - arg_min(read_bytes, time)) / nullif(max(time) - min(time), 0)
 FROM heartbeats
 WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND rank = $rank
   AND time >= $since AND main_cpu_s IS NOT NULL
@@ -213,7 +223,7 @@ def read_stall(
     if stall is None:
         return None
     for late in stall.missing:
-        share = con.execute(CPU_SHARE_SQL, {**params, "rank": late.rank, "since": stall.since}).fetchone()
-        if share is None or share[0] is None or share[0] > BUSY_SHARE:
+        work = con.execute(WORK_SQL, {**params, "rank": late.rank, "since": stall.since}).fetchone()
+        if work is None or work[0] is None or work[0] > BUSY_SHARE or (work[1] or 0) > BUSY_READ_BPS:
             return None  # working, or not known to be idle
     return stall
