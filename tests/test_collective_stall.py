@@ -14,6 +14,7 @@ from triage.supervisor.stall import (
     WORK_SQL,
     Beat,
     find_stall,
+    read_preparing,
 )
 
 NOW = 1_800_000_000.0
@@ -134,3 +135,24 @@ def test_a_late_rank_is_working_by_its_main_thread_its_children_or_what_it_reads
         WORK_SQL, {"job": "j", "run": None, "attempt": 0, "rank": 3, "since": 99.0}
     ).fetchone()
     assert (share > BUSY_SHARE or (rate or 0) > BUSY_READ_BPS) is working
+
+
+def test_the_ranks_preparing_are_those_outside_a_collective_with_busy_children_or_reads():
+    """Rank 0 maps data in a pool, rank 1 downloads, rank 2 waits in a collective with busy
+    DataLoader workers, rank 3 spins on its GPU (main thread busy, nothing else), rank 4 sleeps."""
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE heartbeats (job_id VARCHAR, run_id VARCHAR, attempt BIGINT, rank BIGINT, time DOUBLE, "
+        "main_cpu_s DOUBLE, children_cpu_s DOUBLE, read_bytes BIGINT, inflight_seq BIGINT)"
+    )
+    rows = []
+    for t in range(11):
+        rows += [
+            (0, 100.0 + t, 0.01 * t, 1.5 * t, 0, None),
+            (1, 100.0 + t, 0.01 * t, 0.0, 4_000_000 * t, None),
+            (2, 100.0 + t, 0.01 * t, 1.5 * t, 0, 40),
+            (3, 100.0 + t, 1.0 * t, 0.0, 2_000 * t, None),
+            (4, 100.0 + t, 0.0, 0.0, 2_000 * t, None),
+        ]
+    con.executemany("INSERT INTO heartbeats VALUES ('j', NULL, 0, ?, ?, ?, ?, ?, ?)", rows)
+    assert read_preparing(con, {"job": "j", "run": None, "attempt": 0}, since=100.0) == (0, 1)

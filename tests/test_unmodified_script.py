@@ -215,20 +215,27 @@ def test_a_hung_rank_is_found_by_the_flight_recorder_as_fr_trace_finds_it(tmp_pa
     assert root_of(analysis(tmp_path), 0)["culprit"]["rank"] == culprit
 
 
-@pytest.mark.parametrize(("how", "step"), [("map", "2"), ("download", "2")])
-def test_a_rank_preparing_the_data_while_its_peers_wait_at_a_barrier_is_working_not_hung(tmp_path, how, step):
-    """Rank 0 prepares the data first, as HF's `main_process_first` has it, while ranks 1-3 wait at
-    a barrier far past the stall rule's bound: in a pool of worker processes (its main thread
-    idle, waiting on them) or reading a download a chunk at a time. It is working, so the job
-    runs through in one attempt."""
-    env = {
-        "WORKLOAD_PREPARE_RANK": "0",
-        "WORKLOAD_PREPARE_S": "8",
-        "WORKLOAD_PREPARE": how,
-        "WORKLOAD_PREPARE_STEP": step,
-    }
-    rc, report = run_job(tmp_path, "fsdp_train.py", steps=4, env_extra=env, nproc=4)
+PREPARE = {"WORKLOAD_PREPARE_RANK": "0", "WORKLOAD_PREPARE_STEP": "2"}
+
+
+@pytest.mark.parametrize("how", ["map", "download"])
+def test_a_rank_preparing_the_data_while_its_peers_wait_at_a_barrier_is_working_not_hung(tmp_path, how):
+    """Rank 0 builds an evaluation set first, as HF's `main_process_first` has it, while ranks
+    1-3 wait at a barrier past the stall rule's bound and past the step timeout (4 s here): in a
+    pool of worker processes (its main thread idle, waiting on them) or reading a download a
+    chunk at a time. It is working, so the job runs through in one attempt."""
+    env = {**PREPARE, "WORKLOAD_PREPARE_S": "10", "WORKLOAD_PREPARE": how}
+    rc, report = run_job(tmp_path, "fsdp_train.py", "--hang-timeout", "4", steps=4, env_extra=env, nproc=4)
     assert rc == 0 and report["status"] == "completed", report
     assert len(report["attempts"]) == 1 and report["attempts"][0]["outcome"] == "completed", report[
         "attempts"
     ]
+
+
+def test_data_preparation_past_the_prepare_timeout_is_a_hang(tmp_path):
+    """The allowance has a bound: a worker stuck in a loop over one sample keeps its pool busy
+    forever, and the input pipeline is then what hangs."""
+    env = {**PREPARE, "WORKLOAD_PREPARE_S": "60", "WORKLOAD_PREPARE": "map"}
+    flags = ("--hang-timeout", "4", "--prepare-timeout", "10", "--max-restarts", "0")
+    rc, report = run_job(tmp_path, "fsdp_train.py", *flags, steps=4, env_extra=env, nproc=4)
+    assert rc == 1 and report["attempts"][0]["detection"] == "hang", report["attempts"]

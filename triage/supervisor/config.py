@@ -47,6 +47,15 @@ class SupervisorConfig:
             "metavar": "S",
         },
     )
+    prepare_timeout: float = field(
+        default=3600.0,
+        metadata={
+            "help": "seconds without a step that a job may go on while a rank outside every "
+            "collective works in child processes or reads data (a dataset mapped in a pool, a "
+            "download) before it counts as hung; the step timeout applies otherwise",
+            "metavar": "S",
+        },
+    )
     auto_hooks: bool = field(
         default=True,
         metadata={
@@ -143,6 +152,7 @@ class SupervisorConfig:
         for flag, optional in {
             "--hang-timeout": self.hang_timeout,
             "--startup-timeout": self.startup_timeout,
+            "--prepare-timeout": self.prepare_timeout,
             "--score-interval": self.score_interval,
             "--log-max-mb": self.log_max_mb,
             "--agent-interval": self.agent_interval,

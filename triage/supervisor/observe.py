@@ -30,7 +30,7 @@ from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
 from triage.store.shared_writer import shared_writer
 from triage.supervisor.identity import current_user
 from triage.supervisor.processes import ObservedRank
-from triage.supervisor.stall import Stall, read_stall
+from triage.supervisor.stall import Stall, read_preparing, read_stall
 from triage.taxonomy import Category
 from triage.verdict import Verdict
 
@@ -70,7 +70,13 @@ class Progress:
     #: right then, not necessarily one step later (canaries run every N steps, a fault starts
     #: when it starts), so only checkpoints up to it are known good; None: no such step
     canary_clean_step: int | None = None
+    #: ranks outside every collective that worked in child processes or read data over the
+    #: last `PREPARING_WINDOW_S` (data prepared in a pool, a download): progress of their own
+    preparing: tuple[int, ...] = ()
 
+
+#: The window over which a rank's child processes' CPU and reads count as preparing.
+PREPARING_WINDOW_S = 20.0
 
 _PROGRESS_SQL = """
 WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad
@@ -145,6 +151,7 @@ def read_attempt_progress(
         first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
         stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
         split = snap.con.execute(_CANARY_SPLIT_SQL, params).fetchone()
+        preparing = read_preparing(snap.con, params, now - PREPARING_WINDOW_S)
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step),
@@ -163,6 +170,7 @@ def read_attempt_progress(
         stall,
         None if split is None or split[0] is None else int(split[0]),
         None if split is None or split[1] is None else int(split[1]),
+        preparing,
     )
 
 

@@ -176,6 +176,34 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
   AND time >= $since AND main_cpu_s IS NOT NULL
 """
 
+#: The ranks outside any collective that worked in child processes or read data since `since`
+#: (their share of the CPU, their bytes a second): preparing data, downloading. Unlike a main
+#: thread's CPU, which a rank spinning on a GPU that never answers also spends, these say the
+#: rank is making progress of its own while it makes no steps.
+PREPARING_SQL = """
+WITH hb AS (
+    SELECT rank, time, children_cpu_s, read_bytes, inflight_seq,
+           row_number() OVER (PARTITION BY rank ORDER BY time DESC) AS n
+    FROM heartbeats
+    WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND time >= $since)
+SELECT rank FROM hb
+GROUP BY rank
+HAVING max(time) > min(time) AND bool_and(n > 1 OR inflight_seq IS NULL) AND (
+    (arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time)) / (max(time) - min(time)) > $share
+    OR (arg_max(read_bytes, time) - arg_min(read_bytes, time)) / (max(time) - min(time)) > $bps)
+"""
+
+
+def read_preparing(
+    con: duckdb.DuckDBPyConnection, params: dict[str, object], since: float
+) -> tuple[int, ...]:
+    """The ranks outside a collective working in child processes or reading data since `since`."""
+    rows = con.execute(
+        PREPARING_SQL, {**params, "since": since, "share": BUSY_SHARE, "bps": BUSY_READ_BPS}
+    ).fetchall()
+    return tuple(sorted(int(r) for (r,) in rows))
+
+
 #: The ranks of this attempt with a save begun and not ended: a checkpoint, or a file the
 #: zero-code hooks saw written (`trainer_hooks/saves.py`; each kind on its own: a file written while a
 #: checkpoint is still open leaves the checkpoint open). A save that never ends (a write hung

@@ -843,8 +843,17 @@ class Supervisor:
                         return Status.FAILED, "corruption", progress
                 self._show(attempt, "running", progress)
                 limit = self._hang_limit(progress)
-                if limit is not None and now - (progress.last_progress or started) > limit:
-                    return Status.HUNG, "hang", progress
+                idle = now - (progress.last_progress or started)
+                if limit is not None and idle > limit:
+                    if progress.preparing and idle < self.cfg.prepare_timeout:
+                        # no steps, but a rank prepares data in workers or downloads: progress
+                        # of its own, which a hang (even one spinning on its GPU) does not make
+                        ranks = ", ".join(map(str, progress.preparing))
+                        self._show(
+                            attempt, f"no step for {idle:.0f} s: rank(s) {ranks} preparing data", progress
+                        )
+                    else:
+                        return Status.HUNG, "hang", progress
             if now >= next_score:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
