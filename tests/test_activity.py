@@ -33,3 +33,18 @@ def test_what_the_process_reads_is_counted():
     with open("/dev/zero", "rb") as f:
         f.read(1 << 20)
     assert activity.read_bytes() - before >= 1 << 20
+
+
+def test_the_readers_own_reads_of_proc_are_not_the_rank_s():
+    children = [
+        subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        for _ in range(8)
+    ]
+    try:
+        before = activity.read_bytes()
+        for _ in range(50):
+            activity.children_cpu_s()
+        assert activity.read_bytes() - before < 4096
+    finally:
+        for c in children:
+            c.communicate(b"")

@@ -7,13 +7,12 @@ import duckdb
 import pytest
 
 from triage.supervisor.stall import (
-    BUSY_READ_BPS,
-    BUSY_SHARE,
     SAVING_SQL,
     STALL_MIN_S,
     WORK_SQL,
     Beat,
     find_stall,
+    is_working,
     read_preparing,
 )
 
@@ -115,6 +114,7 @@ def test_the_ranks_saving_are_those_with_a_save_of_either_kind_still_open():
         (0.1, 9.0, 0, True),  # data prepared in a pool of workers, the main thread waiting
         (0.1, None, 50 * 1024 * 1024, True),  # a download; hooks that cannot read children
         (0.1, 0.5, 20_000, False),  # an idle pool, the hooks' own reads of /proc
+        (0.1, -9.0, -5_000_000, False),  # counters that went back (a child gone unreaped)
     ],
 )
 def test_a_late_rank_is_working_by_its_main_thread_its_children_or_what_it_reads(
@@ -134,12 +134,13 @@ def test_a_late_rank_is_working_by_its_main_thread_its_children_or_what_it_reads
     share, rate = con.execute(
         WORK_SQL, {"job": "j", "run": None, "attempt": 0, "rank": 3, "since": 99.0}
     ).fetchone()
-    assert (share > BUSY_SHARE or (rate or 0) > BUSY_READ_BPS) is working
+    assert is_working(share, rate) is working
 
 
 def test_the_ranks_preparing_are_those_outside_a_collective_with_busy_children_or_reads():
-    """Rank 0 maps data in a pool, rank 1 downloads, rank 2 waits in a collective with busy
-    DataLoader workers, rank 3 spins on its GPU (main thread busy, nothing else), rank 4 sleeps."""
+    """Rank 0 maps data in a pool, rank 1 reads a file, rank 2 waits in a collective with busy
+    DataLoader workers, rank 3 spins on its GPU (main thread busy, nothing else), rank 4 sleeps,
+    rank 5 prepared and then entered the collective."""
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE heartbeats (job_id VARCHAR, run_id VARCHAR, attempt BIGINT, rank BIGINT, time DOUBLE, "
@@ -153,6 +154,8 @@ def test_the_ranks_preparing_are_those_outside_a_collective_with_busy_children_o
             (2, 100.0 + t, 0.01 * t, 1.5 * t, 0, 40),
             (3, 100.0 + t, 1.0 * t, 0.0, 2_000 * t, None),
             (4, 100.0 + t, 0.0, 0.0, 2_000 * t, None),
+            # rank 5 worked in its pool, then entered the collective: it waits like its peers now
+            (5, 100.0 + t, 0.01 * t, 1.5 * t, 0, 40 if t == 10 else None),
         ]
     con.executemany("INSERT INTO heartbeats VALUES ('j', NULL, 0, ?, ?, ?, ?, ?, ?)", rows)
     assert read_preparing(con, {"job": "j", "run": None, "attempt": 0}, since=100.0) == (0, 1)

@@ -6,28 +6,41 @@ data in worker processes (`dataset.map(num_proc=N)` under HF's `main_process_fir
 DataLoader's workers) waits on them with an idle main thread, and one that downloads a dataset
 or a model reads from the network with almost no CPU at all. So each heartbeat also carries the
 CPU seconds of the rank's child processes (live ones from /proc, reaped ones from the kernel's
-account of them) and the bytes the process has read (`rchar`: files, pipes and sockets alike).
-Read on the writer thread once a second, never on the hot path; Linux only (None elsewhere).
+account of them) and the bytes the process has read through `read()`-like calls (`rchar`:
+files and pipes; not sockets read with `recv`, as Python's HTTP clients do, nor mmap'd files, so
+a download shows here only where it is read as a file or its writer is a child process). Less
+the hooks' own reads of /proc. Read on the writer thread once a second, never on the hot path;
+Linux only (None elsewhere, and where /proc says something unexpected).
 """
 
 from __future__ import annotations
 
 import os
 
-#: Child processes read per heartbeat at most (a pool of thousands is counted by its first ones).
+#: Child processes read per heartbeat at most: past it the sum is not known (None), as a walk
+#: that stops at a different subset each time would make the counter jump.
 MAX_CHILDREN = 256
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: Bytes these readers read from /proc themselves: part of `rchar`, not the rank's work.
+_own_bytes = 0
+
+
+def _read(path: str) -> bytes:
+    global _own_bytes
+    with open(path, "rb") as f:
+        data = f.read()
+    _own_bytes += len(data)
+    return data
 
 
 def _stat_times(pid: int | str) -> tuple[int, int] | None:
     """(own CPU ticks, reaped children's CPU ticks) of a process, from /proc/<pid>/stat."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+        fields = _read(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+        # after the command name: state(3) ... utime(14) stime(15) cutime(16) cstime(17)
+        return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
         return None  # gone, or not Linux
-    # after the command name: state(3) ... utime(14) stime(15) cutime(16) cstime(17)
-    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
 
 
 def _children(pid: int | str) -> list[str]:
@@ -38,9 +51,8 @@ def _children(pid: int | str) -> list[str]:
         return found
     for tid in tasks:
         try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                found += f.read().decode().split()
-        except OSError:
+            found += _read(f"/proc/{pid}/task/{tid}/children").decode().split()
+        except (OSError, UnicodeDecodeError):
             continue
     return found
 
@@ -53,7 +65,9 @@ def children_cpu_s() -> float | None:
         return None
     ticks = own[1]
     pending, seen = _children("self"), 0
-    while pending and seen < MAX_CHILDREN:
+    while pending:
+        if seen == MAX_CHILDREN:
+            return None
         pid = pending.pop()
         seen += 1
         times = _stat_times(pid)
@@ -64,12 +78,11 @@ def children_cpu_s() -> float | None:
 
 
 def read_bytes() -> int | None:
-    """Bytes this process has read through system calls (`rchar`), from files and sockets."""
+    """Bytes this process has read through `read()`-like calls (`rchar`), less these readers'."""
     try:
-        with open("/proc/self/io", "rb") as f:
-            for line in f:
-                if line.startswith(b"rchar:"):
-                    return int(line.split()[1])
-    except OSError:
+        for line in _read("/proc/self/io").splitlines():
+            if line.startswith(b"rchar:"):
+                return int(line.split()[1]) - _own_bytes
+    except (OSError, IndexError, ValueError):
         pass
     return None

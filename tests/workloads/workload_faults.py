@@ -10,8 +10,8 @@ saves the final model while the others have exited. WORKLOAD_PREPARE_RANK prepar
 for WORKLOAD_PREPARE_S seconds while its peers wait at a barrier (before training, or before
 step WORKLOAD_PREPARE_STEP: an evaluation set built on rank 0 first), as HF's
 `main_process_first` has rank 0 do: WORKLOAD_PREPARE=map in a pool of worker processes (its
-main thread idle, waiting on them, as `dataset.map(num_proc=N)`), `download` reading a stream a
-chunk at a time (idle between chunks, as a download is).
+main thread idle, waiting on them, as `dataset.map(num_proc=N)`), `download` reading a file a
+chunk at a time (idle between chunks, as streaming a dataset from storage is).
 """
 
 import multiprocessing

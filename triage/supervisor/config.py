@@ -48,11 +48,12 @@ class SupervisorConfig:
         },
     )
     prepare_timeout: float = field(
-        default=3600.0,
+        default=900.0,
         metadata={
             "help": "seconds without a step that a job may go on while a rank outside every "
             "collective works in child processes or reads data (a dataset mapped in a pool, a "
-            "download) before it counts as hung; the step timeout applies otherwise",
+            "file read) before it counts as hung (a DataLoader worker looping on one sample looks "
+            "the same: it is found this late); the step timeout applies otherwise",
             "metavar": "S",
         },
     )

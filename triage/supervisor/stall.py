@@ -49,6 +49,8 @@ BUSY_SHARE = 0.25
 #: ... as is one that read more than this many bytes a second (a download: a stuck rank reads
 #: nothing, and the hooks' own reads of /proc are a few kB a second).
 BUSY_READ_BPS = 256 * 1024
+#: The recent seconds over which a late rank's work is measured.
+WORK_WINDOW_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,9 @@ GROUP BY op
 #: per second it read; NULL where the hooks do not report them or one beat is all.
 WORK_SQL = """
 SELECT (arg_max(main_cpu_s, time) - arg_min(main_cpu_s, time)
-        + coalesce(arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time), 0))
+        + coalesce(greatest(arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time), 0), 0))
          / nullif(max(time) - min(time), 0),
-       (arg_max(read_bytes, time) - arg_min(read_bytes, time)) / nullif(max(time) - min(time), 0)
+       greatest(arg_max(read_bytes, time) - arg_min(read_bytes, time), 0) / nullif(max(time) - min(time), 0)
 FROM heartbeats
 WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND rank = $rank
   AND time >= $since AND main_cpu_s IS NOT NULL
@@ -189,8 +191,8 @@ WITH hb AS (
 SELECT rank FROM hb
 GROUP BY rank
 HAVING max(time) > min(time) AND bool_and(n > 1 OR inflight_seq IS NULL) AND (
-    (arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time)) / (max(time) - min(time)) > $share
-    OR (arg_max(read_bytes, time) - arg_min(read_bytes, time)) / (max(time) - min(time)) > $bps)
+    greatest(arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time), 0) / (max(time) - min(time)) > $share
+    OR greatest(arg_max(read_bytes, time) - arg_min(read_bytes, time), 0) / (max(time) - min(time)) > $bps)
 """
 
 
@@ -250,8 +252,16 @@ def read_stall(
     stall = find_stall(beats, members, p99_wait_s=waits, step_p50_s=step_p50_s, saving=saving, now=now)
     if stall is None:
         return None
+    # its recent work only: a rank that prefetched a lot just before it got stuck is stuck now
+    since = max(stall.since, now - WORK_WINDOW_S)
     for late in stall.missing:
-        work = con.execute(WORK_SQL, {**params, "rank": late.rank, "since": stall.since}).fetchone()
-        if work is None or work[0] is None or work[0] > BUSY_SHARE or (work[1] or 0) > BUSY_READ_BPS:
+        work = con.execute(WORK_SQL, {**params, "rank": late.rank, "since": since}).fetchone()
+        if work is None or is_working(work[0], work[1]):
             return None  # working, or not known to be idle
     return stall
+
+
+def is_working(cpu_share: float | None, read_bps: float | None) -> bool:
+    """Whether a late rank works, by its CPU share (main thread and children) and read rate;
+    a rank whose hooks report no CPU time is given the benefit of the doubt."""
+    return cpu_share is None or cpu_share > BUSY_SHARE or (read_bps or 0) > BUSY_READ_BPS

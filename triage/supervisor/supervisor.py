@@ -846,11 +846,11 @@ class Supervisor:
                 idle = now - (progress.last_progress or started)
                 if limit is not None and idle > limit:
                     if progress.preparing and idle < self.cfg.prepare_timeout:
-                        # no steps, but a rank prepares data in workers or downloads: progress
+                        # no steps, but a rank prepares data in workers or reads it: progress
                         # of its own, which a hang (even one spinning on its GPU) does not make
-                        ranks = ", ".join(map(str, progress.preparing))
+                        preparing = ", ".join(map(str, progress.preparing))
                         self._show(
-                            attempt, f"no step for {idle:.0f} s: rank(s) {ranks} preparing data", progress
+                            attempt, f"no step for {idle:.0f} s: rank(s) {preparing} preparing data", progress
                         )
                     else:
                         return Status.HUNG, "hang", progress
