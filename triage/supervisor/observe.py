@@ -71,7 +71,7 @@ class Progress:
     #: when it starts), so only checkpoints up to it are known good; None: no such step
     canary_clean_step: int | None = None
     #: ranks outside every collective that worked in child processes or read data over the
-    #: last `PREPARING_WINDOW_S` (data prepared in a pool, a download): progress of their own
+    #: last `PREPARING_WINDOW_S` (data prepared in a pool, streamed from files): progress of their own
     preparing: tuple[int, ...] = ()
 
 

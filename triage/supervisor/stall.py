@@ -22,7 +22,7 @@ device, which the step timeout and the analyzers handle), or ranks half or more 
 carries the CPU seconds of that rank's main thread and of its child processes, and the bytes it
 has read; a rank that used more than `BUSY_SHARE` of the stall's wall time on the CPU (a long
 step, an evaluation only rank 0 runs while the others wait at a barrier, data prepared in a pool
-of workers) or read more than `BUSY_READ_BPS` (a download) is working, not stuck (a deadlock, a
+of workers) or read more than `BUSY_READ_BPS` (a dataset streamed from files) is working, not stuck (a deadlock, a
 sleep, a wait on something that never comes); a rank whose hooks do not report it is given the
 benefit of the doubt. So a
 legitimately long step is no hang however long it takes, and the step-progress timeout stays
@@ -46,8 +46,8 @@ FRESH_S = 5.0
 #: A missing rank whose main thread and child processes used more CPU than this share of the
 #: stall is working ...
 BUSY_SHARE = 0.25
-#: ... as is one that read more than this many bytes a second (a download: a stuck rank reads
-#: nothing, and the hooks' own reads of /proc are a few kB a second).
+#: ... as is one that read more than this many bytes a second (a dataset streamed from files: a
+#: stuck rank reads nothing; socket reads by `recv` are not counted, see `trainer_hooks/activity.py`).
 BUSY_READ_BPS = 256 * 1024
 #: The recent seconds over which a late rank's work is measured.
 WORK_WINDOW_S = 20.0
@@ -179,7 +179,7 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
 """
 
 #: The ranks outside any collective that worked in child processes or read data since `since`
-#: (their share of the CPU, their bytes a second): preparing data, downloading. Unlike a main
+#: (their share of the CPU, their bytes a second): preparing data, streaming it from files. Unlike a main
 #: thread's CPU, which a rank spinning on a GPU that never answers also spends, these say the
 #: rank is making progress of its own while it makes no steps.
 PREPARING_SQL = """
