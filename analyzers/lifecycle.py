@@ -14,17 +14,25 @@ from __future__ import annotations
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, rank_culprit, ranks_phrase, where
 from triage.store.job_data import JobData
+from triage.store.schema import EVENT_SUPERVISOR_STOP
 from triage.taxonomy import Category
 from triage.verdict import Culprit, Evidence, Verdict
 
 _ENDINGS = ("exit", "exception", "sigterm")
+#: How far a rank's clock may be behind the supervisor's: a SIGTERM stamped this long before
+#: the supervisor's stop may still be the stop's own.
+_STOP_SKEW_S = 1.0
 
 
 def preemption_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     findings = []
     for attempt in job.attempts:
         ranks = set(job.ranks.loc[job.ranks["attempt"] == attempt, "rank"].astype(int))
-        ev = job.events[(job.events["attempt"] == attempt) & (job.events["kind"] == "sigterm")]
+        mine = job.events[job.events["attempt"] == attempt]
+        ev = mine[mine["kind"] == "sigterm"]
+        stops = mine.loc[mine["kind"] == EVENT_SUPERVISOR_STOP, "time"]
+        if not stops.empty:  # the supervisor stopped the attempt: its SIGTERMs are no preemption
+            ev = ev[ev["time"] < float(stops.min()) - _STOP_SKEW_S]
         got = set(ev["rank"].dropna().astype(int))
         if not ranks or not ranks <= got:
             continue

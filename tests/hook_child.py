@@ -1,6 +1,6 @@
 """A minimal observed training process for the hook tests (run as a subprocess).
 
-argv: data_dir mode steps [step_sleep_s]; mode is "clean", "raise" or "forever".
+argv: data_dir mode steps [step_sleep_s [flush_interval_s]]; mode is "clean", "raise" or "forever".
 Prints each finished step on stdout so the parent knows how far it got.
 """
 
@@ -15,10 +15,15 @@ from triage.trainer_hooks import MonitorConfig, TrainingMonitor
 def main() -> None:
     data_dir, mode, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    every = float(sys.argv[5]) if len(sys.argv) > 5 else 0.2
     model = torch.nn.Linear(4, 4)
     mon = TrainingMonitor(
         MonitorConfig(
-            data_dir=data_dir, job_id="child", flush_interval_s=0.2, heartbeat_interval_s=0.2, canary_every=0
+            data_dir=data_dir,
+            job_id="child",
+            flush_interval_s=every,
+            heartbeat_interval_s=every,
+            canary_every=0,
         ),
         model=model,
     )

@@ -1,8 +1,9 @@
 """The heartbeat's account of a rank's work besides its main thread (`trainer_hooks/activity.py`):
-its child processes' CPU, live and reaped, and the bytes it reads."""
+its child processes' CPU, live and reaped, the bytes it reads, and whether its main thread runs Python code."""
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -48,3 +49,61 @@ def test_the_readers_own_reads_of_proc_are_not_the_rank_s():
     finally:
         for c in children:
             c.communicate(b"")
+
+
+def _thread_looked_at(target, seconds: float = 1.5) -> tuple[int, int]:
+    """(looks, moves) of `MainStack` at a thread running `target` for `seconds`, ten looks a second."""
+    stop = threading.Event()
+    thread = threading.Thread(target=target, args=(stop,), daemon=True)
+    thread.start()
+    assert thread.ident is not None
+    stack, looks = activity.MainStack(thread.ident), 0
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            stack.look()
+            looks += 1
+    finally:
+        stop.set()
+        thread.join(10)
+    return looks, stack.moves
+
+
+def _is_punctuation(char: str) -> bool:
+    return not char.isalnum() and not char.isspace()
+
+
+def _python_code(stop: threading.Event) -> None:
+    """A slow tokenizer's split: a Python call per character."""
+    counts: dict[str, int] = {}
+    while not stop.is_set():
+        word = ""
+        for char in "An evaluation set, tokenized in place; one character at a time.":
+            if char.isspace() or _is_punctuation(char):
+                counts[word] = counts.get(word, 0) + 1
+                word = ""
+            else:
+                word += char
+
+
+def _blocked(stop: threading.Event) -> None:
+    stop.wait()
+
+
+def test_a_thread_running_python_code_changes_its_stack_at_most_looks():
+    looks, moves = _thread_looked_at(_python_code)
+    assert moves >= looks // 4
+
+
+def test_a_thread_blocked_in_one_call_never_changes_its_stack():
+    """A deadlock, a synchronize that never returns: the same stack at every look."""
+    looks, moves = _thread_looked_at(_blocked)
+    assert looks >= 10 and moves == 0
+
+
+def test_a_thread_that_has_ended_has_no_stack():
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    thread.join()
+    assert thread.ident is not None and activity.MainStack(thread.ident).look() is None

@@ -5,6 +5,7 @@ from jobdata_builder import T0, JobBuilder
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import analyze_job
 from triage.store.job_data import load_job
+from triage.store.schema import EVENT_SUPERVISOR_STOP
 from triage.taxonomy import Category
 
 WATCHDOG = (
@@ -195,6 +196,29 @@ def test_sigterm_on_every_rank_is_preemption():
     (root,) = roots(a)
     assert root.verdict.category is Category.PREEMPTION
     assert a.status == "preempted"
+
+
+def test_sigterms_the_supervisor_sent_to_stop_a_hung_attempt_are_no_preemption():
+    """Rank 1 sleeps in step 10 while rank 0 waits in all_reduce #10; the supervisor stops the
+    attempt and every rank records the SIGTERM it sent. The hang is the cause; a preemption
+    before the stop still is one."""
+    b = JobBuilder().world(2)
+    end = b.steps(0, range(10), T0 + 5)
+    b.collective(0, 0, "default", 10, end + 0.2, None, group_size=2)
+    for k in range(40):
+        b.heartbeat(0, 0, end + k, 9, ("all_reduce", "default", 10, end + 0.2))
+        b.heartbeat(0, 1, end + k, 9)
+    stop = b.event(0, 0, end + 40, EVENT_SUPERVISOR_STOP, "the supervisor stopped the attempt (hang)")
+    stop.rows["events"][-1].update(rank=None, source="supervisor")
+    for r in range(2):
+        b.event(0, r, end + 40.3, "sigterm", "SIGTERM received")
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
+
+    for r in range(2):
+        b.event(0, r, end + 20, "sigterm", "SIGTERM received")
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.PREEMPTION
 
 
 def test_node_whose_heartbeats_stop_together_is_a_node_failure():

@@ -13,7 +13,7 @@ from triage.supervisor.stall import (
     Beat,
     find_stall,
     is_working,
-    read_preparing,
+    read_working,
 )
 
 NOW = 1_800_000_000.0
@@ -137,25 +137,62 @@ def test_a_late_rank_is_working_by_its_main_thread_its_children_or_what_it_reads
     assert is_working(share, rate) is working
 
 
-def test_the_ranks_preparing_are_those_outside_a_collective_with_busy_children_or_reads():
-    """Rank 0 maps data in a pool, rank 1 reads a file, rank 2 waits in a collective with busy
-    DataLoader workers, rank 3 spins on its GPU (main thread busy, nothing else), rank 4 sleeps,
-    rank 5 prepared and then entered the collective."""
+def _working(rows: list[tuple], *, since: float, main_since: float) -> tuple[int, ...]:
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE heartbeats (job_id VARCHAR, run_id VARCHAR, attempt BIGINT, rank BIGINT, time DOUBLE, "
-        "main_cpu_s DOUBLE, children_cpu_s DOUBLE, read_bytes BIGINT, inflight_seq BIGINT)"
+        "main_cpu_s DOUBLE, children_cpu_s DOUBLE, read_bytes BIGINT, main_moves BIGINT, inflight_seq BIGINT, "
+        "inflight_group VARCHAR)"
     )
+    rows = [(*row, None if row[-1] is None else "0") for row in rows]
+    con.executemany("INSERT INTO heartbeats VALUES ('j', NULL, 0, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return read_working(con, {"job": "j", "run": None, "attempt": 0}, since=since, main_since=main_since)
+
+
+def test_the_ranks_working_are_those_outside_a_collective_with_busy_children_or_reads():
+    """Rank 0 maps data in a pool, rank 1 reads a file, rank 2 waits in a collective with busy
+    DataLoader workers, rank 3 spins on its GPU (main thread busy in one call, its stack never
+    changing), rank 4 sleeps, rank 5 prepared and then entered the collective."""
     rows = []
     for t in range(11):
         rows += [
-            (0, 100.0 + t, 0.01 * t, 1.5 * t, 0, None),
-            (1, 100.0 + t, 0.01 * t, 0.0, 4_000_000 * t, None),
-            (2, 100.0 + t, 0.01 * t, 1.5 * t, 0, 40),
-            (3, 100.0 + t, 1.0 * t, 0.0, 2_000 * t, None),
-            (4, 100.0 + t, 0.0, 0.0, 2_000 * t, None),
+            (0, 100.0 + t, 0.01 * t, 1.5 * t, 0, 0, None),
+            (1, 100.0 + t, 0.01 * t, 0.0, 4_000_000 * t, 0, None),
+            (2, 100.0 + t, 0.01 * t, 1.5 * t, 0, 0, 40),
+            (3, 100.0 + t, 1.0 * t, 0.0, 2_000 * t, 0, None),
+            (4, 100.0 + t, 0.0, 0.0, 2_000 * t, 0, None),
             # rank 5 worked in its pool, then entered the collective: it waits like its peers now
-            (5, 100.0 + t, 0.01 * t, 1.5 * t, 0, 40 if t == 10 else None),
+            (5, 100.0 + t, 0.01 * t, 1.5 * t, 0, 0, 40 if t == 10 else None),
         ]
-    con.executemany("INSERT INTO heartbeats VALUES ('j', NULL, 0, ?, ?, ?, ?, ?, ?)", rows)
-    assert read_preparing(con, {"job": "j", "run": None, "attempt": 0}, since=100.0) == (0, 1)
+    assert _working(rows, since=100.0, main_since=0.0) == (0, 1)
+
+
+def test_a_main_thread_running_python_code_is_working_in_or_out_of_collectives():
+    """Rank 0 evaluates (CPU, its stack changing at every look, in and out of FSDP's
+    all-gathers), rank 1 tokenizes in long native calls (its stack changing at a third of the
+    looks), rank 2 spins on its GPU (CPU, one stack), rank 3 polls for a file (its stack
+    changing, little CPU), rank 4 changed its stack twice and then spun (too few looks), rank 5's
+    hooks give no stack (an older version of them), rank 6 evaluates waiting on its peers'
+    all-gathers (little CPU, one stack, a new collective at every look), rank 7 is stuck in one
+    collective."""
+    rows = []
+    for t in range(11):
+        rows += [
+            (0, 100.0 + t, 0.9 * t, 0.0, 0, 3 * t, 40 if t % 2 else None),
+            (1, 100.0 + t, 0.95 * t, 0.0, 0, t // 3, None),
+            (2, 100.0 + t, 1.0 * t, 0.0, 0, 7, 40),
+            (3, 100.0 + t, 0.02 * t, 0.0, 0, t, None),
+            (4, 100.0 + t, 1.0 * t, 0.0, 0, min(t, 2), None),
+            (5, 100.0 + t, 1.0 * t, 0.0, 0, None, None),
+            (6, 100.0 + t, 0.1 * t, 0.0, 0, 4, 300 * t),
+            (7, 100.0 + t, 0.1 * t, 0.0, 0, 4, 300),
+        ]
+    assert _working(rows, since=100.0, main_since=0.0) == (0, 1, 6)
+
+
+def test_a_main_thread_s_work_counts_since_the_last_step_only():
+    """A rank that ran steps until 106 and has spun on its GPU since (one stack) is not
+    working: the steps' own Python code before the hang must not excuse it."""
+    rows = [(0, 100.0 + t, 1.0 * t, 0.0, 0, 5 * t if t <= 6 else 30, None) for t in range(15)]
+    assert _working(rows, since=100.0, main_since=0.0) == (0,)
+    assert _working(rows, since=100.0, main_since=106.0) == ()

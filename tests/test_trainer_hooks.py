@@ -289,7 +289,7 @@ def test_unwritable_spool_is_reported_once_and_rows_survive_until_it_recovers(tm
     buf = RecordBuffer(SPOOL_TABLES, 1000)
     writer = SpoolWriter(blocker / "rank0", ("j", None, 0, 0, "n", 0), buf, 3600)
     for i in range(3):
-        buf.put("heartbeats", (float(i), i, 1, None, None, None, None, None, None, None))
+        buf.put("heartbeats", (float(i), i, 1, None, None, None, None, None, None, None, None))
         writer.flush()
     err = capsys.readouterr().err
     assert err.count("cannot write telemetry") == 1
@@ -300,9 +300,9 @@ def test_unwritable_spool_is_reported_once_and_rows_survive_until_it_recovers(tm
     assert "writable again" in capsys.readouterr().err
 
 
-def _run_child(data_dir, mode, steps, pause="0"):
+def _run_child(data_dir, mode, steps, pause="0", every="0.2"):
     return subprocess.Popen(
-        [sys.executable, str(CHILD), str(data_dir), mode, str(steps), pause],
+        [sys.executable, str(CHILD), str(data_dir), mode, str(steps), pause, every],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -336,3 +336,22 @@ def test_sigkill_loses_at_most_the_last_flush_interval(tmp_path):
     # flush every 0.2 s at ~50 steps/s: at most a few flush intervals' worth may be missing
     assert steps["step"].max() >= last - 40
     assert sorted(steps["step"]) == list(range(steps["step"].max() + 1))
+
+
+def test_sigterm_writes_what_is_buffered_before_the_process_dies(tmp_path):
+    """torchrun stops a rank with SIGTERM once its peer died; the default action ends the
+    process past every exit path, so the handler writes the buffer first. The writer thread
+    flushes only once a minute here: every step the rank finished must still be spooled."""
+    proc = _run_child(tmp_path, "forever", 0, "0.02", "60")
+    last = -1
+    for line in proc.stdout:
+        last = int(line)
+        if last >= 20:
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGTERM  # still dies by the signal, as its launcher expects
+    steps = read_spool(tmp_path, "steps").to_pandas()
+    assert sorted(steps["step"])[: last + 1] == list(range(last + 1))
+    events = read_spool(tmp_path, "events").to_pandas()
+    assert (events.kind == "sigterm").sum() == 1

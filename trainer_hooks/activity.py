@@ -11,11 +11,20 @@ files and pipes; not sockets read with `recv`, as Python's HTTP clients do, nor 
 a download shows here only where it is read as a file or its writer is a child process). Less
 the hooks' own reads of /proc. Read on the writer thread once a second, never on the hot path;
 Linux only (None elsewhere, and where /proc says something unexpected).
+
+A main thread's CPU alone says little once no steps come: a rank spinning on a GPU that never
+answers spends it too. What tells that spin from an evaluation, or from a dataset tokenized on
+the main thread, is whether Python code runs: `MainStack` counts the looks at which the main
+thread's Python stack had changed since the look before. A thread blocked or spinning in one
+call (a deadlock, a synchronize that never returns) shows the same stack at every look; one
+that runs Python shows a new one at most looks. Not seen: a loop whose every look lands in one
+long native call made from one place (a tokenizer given huge batches) moves only between calls.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 #: Child processes read per heartbeat at most: past it the sum is not known (None), as a walk
 #: that stops at a different subset each time would make the counter jump.
@@ -79,10 +88,37 @@ def children_cpu_s() -> float | None:
 
 def read_bytes() -> int | None:
     """Bytes this process has read through `read()`-like calls (`rchar`), less these readers'."""
+    own = _own_bytes  # the figure read does not count this read yet
     try:
         for line in _read("/proc/self/io").splitlines():
             if line.startswith(b"rchar:"):
-                return int(line.split()[1]) - _own_bytes
+                return int(line.split()[1]) - own
     except (OSError, IndexError, ValueError):
         pass
     return None
+
+
+class MainStack:
+    """How often the main thread was found running Python code: the number of looks at which
+    its stack (each frame's code and instruction) differed from the look before."""
+
+    def __init__(self, thread_id: int) -> None:
+        self._thread_id = thread_id
+        self._last: tuple[tuple[int, int], ...] | None = None
+        self.moves = 0
+
+    def look(self) -> int | None:
+        """The count after this look; None where the thread has ended. Frames are not kept
+        past the look: a frame held would keep its locals (a batch, a tensor) alive."""
+        frame = sys._current_frames().get(self._thread_id)
+        if frame is None:
+            return None
+        stack = []
+        while frame is not None:
+            stack.append((id(frame.f_code), frame.f_lasti))
+            frame = frame.f_back
+        now = tuple(stack)
+        if self._last is not None and now != self._last:
+            self.moves += 1
+        self._last = now
+        return self.moves

@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 _perf_counter = time.perf_counter
 _isfinite = math.isfinite
 
+#: The longest a SIGTERM handler waits for the spool before the process dies without its last
+#: records: a flush takes milliseconds; a wait this long means the signal interrupted one.
+SIGTERM_FLUSH_S = 2.0
+
 
 #: What the hot path buffers per step: (step, start on the perf_counter clock, duration, data,
 #: compute and optimizer seconds, seconds blocked in collectives, tokens, samples, loss, grad
@@ -229,6 +233,8 @@ class TrainingMonitor:
             cfg.flops_per_token = 6.0 * sum(p.numel() for p in model.parameters())
         self.pid = os.getpid()
         self._main_clock = _main_thread_clock()
+        main_ident = threading.main_thread().ident
+        self._main_stack = None if main_ident is None else activity.MainStack(main_ident)
         self._cuda = _is_cuda(self.device)
         self._wall_offset = time.time() - time.perf_counter()
         self._peak_rss = 0
@@ -583,15 +589,19 @@ class TrainingMonitor:
         self.close()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        # No flush here: the handler may interrupt a flush on this thread; the writer thread
-        # writes the event within one flush interval, and exit paths flush anyway.
         self.event("sigterm", "SIGTERM received", step=self.last_step)
         if self._fr is not None:
             self._fr.dump("SIGTERM received")
         prev = self._prev_sigterm
         if callable(prev):
-            prev(signum, frame)
+            prev(signum, frame)  # its exit, if it exits, goes through the exit paths, which flush
         elif prev == signal.SIG_DFL:
+            # The default action ends the process at once, past every exit path: what the
+            # writer thread has not written yet (up to a flush interval of steps, this event)
+            # would be lost, as it was for a rank torchrun stopped after its peer died. The
+            # flush is bounded: the signal may have interrupted one on this very thread.
+            if self._writer is not None:
+                self._writer.flush(lock_timeout=SIGTERM_FLUSH_S)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
@@ -654,5 +664,6 @@ class TrainingMonitor:
                 self._main_cpu_s(),
                 activity.children_cpu_s(),
                 activity.read_bytes(),
+                None if self._main_stack is None else self._main_stack.look(),
             ),
         )

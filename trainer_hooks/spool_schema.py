@@ -120,6 +120,9 @@ HEARTBEATS = _schema(
     # has read (a download): working too, with an idle main thread (`trainer_hooks/activity.py`)
     pa.field("children_cpu_s", pa.float64()),
     pa.field("read_bytes", pa.int64()),
+    # ... and how many looks found the main thread's Python stack changed: Python code running
+    # (an evaluation, data tokenized in place), not a spin on a GPU that never answers
+    pa.field("main_moves", pa.int64()),
 )
 
 SPOOL_TABLES: dict[str, pa.Schema] = {

@@ -73,23 +73,31 @@ class SpoolWriter:
                 self._report(exc)
         self.flush()
 
-    def flush(self) -> None:
-        """Write every buffered row now. Safe to call from any thread (exit paths call it)."""
-        with self._flush_lock:
+    def flush(self, lock_timeout: float = -1) -> bool:
+        """Write every buffered row now. Safe to call from any thread (exit paths call it).
+        With `lock_timeout` (seconds) it gives up, False, when another flush holds the spool
+        that long: a signal handler must not wait forever on a flush it interrupted on its own
+        thread."""
+        if not self._flush_lock.acquire(timeout=lock_timeout):
+            return False
+        try:
             drained = {t: rows for t in self.buffer.tables() if (rows := self.buffer.drain(t))}
             if not drained:
-                return
+                return True
             try:
                 self._write(drained)
             except Exception as exc:  # noqa: BLE001 (rows go back to the buffer; the next tick retries)
                 for table, rows in drained.items():
                     self.buffer.requeue_front(table, rows)
                 self._report(exc)
-                return
+                return True
             if self._reported and self.last_error is not None:
                 print(f"triage: telemetry spool {self.directory} is writable again", file=sys.stderr)
                 self.last_error = None
                 self._reported = False
+            return True
+        finally:
+            self._flush_lock.release()
 
     def _write(self, drained: dict[str, list[tuple[Any, ...]]]) -> None:
         tables = {}

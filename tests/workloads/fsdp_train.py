@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.fsdp import fully_shard
-from workload_faults import fault, prepare, prepares_before, save_extras
+from workload_faults import evaluate, fault, prepare, prepares_before, save_extras
 
 
 def main() -> None:
@@ -51,6 +51,7 @@ def main() -> None:
         if prepares_before(step):
             prepare(rank)  # the evaluation data, on one rank first
             dist.barrier()
+            evaluate(model)
         fault(step, rank)
         x = torch.randn(16, 32)
         loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))

@@ -11,13 +11,17 @@ for WORKLOAD_PREPARE_S seconds while its peers wait at a barrier (before trainin
 step WORKLOAD_PREPARE_STEP: an evaluation set built on rank 0 first), as HF's
 `main_process_first` has rank 0 do: WORKLOAD_PREPARE=map in a pool of worker processes (its
 main thread idle, waiting on them, as `dataset.map(num_proc=N)`), `download` reading a file a
-chunk at a time (idle between chunks, as streaming a dataset from storage is).
+chunk at a time (idle between chunks, as streaming a dataset from storage is), `main` on the
+main thread itself (as `dataset.map` without `num_proc`). After it every rank evaluates the
+model for WORKLOAD_EVAL_S seconds: forward passes, no optimizer step.
 """
 
 import multiprocessing
 import os
 import signal
 import time
+
+import torch
 
 
 def _fires(kind: str, step: int, rank: int) -> bool:
@@ -74,6 +78,25 @@ def _tokenize(seconds: float) -> int:
     return n
 
 
+def _is_punctuation(char: str) -> bool:
+    return not char.isalnum() and not char.isspace()
+
+
+def _split_words(text: str) -> list[str]:
+    """A slow tokenizer's basic split, in Python, a call per character (as BERT's is)."""
+    words, word = [], []
+    for char in text:
+        if char.isspace() or _is_punctuation(char):
+            if word:
+                words.append("".join(word).lower())
+                word = []
+            if _is_punctuation(char):
+                words.append(char)
+        else:
+            word.append(char)
+    return words
+
+
 def prepares_before(step: int | None) -> bool:
     """Whether the data is prepared before `step` (None: before training)."""
     at = os.environ.get("WORKLOAD_PREPARE_STEP")
@@ -91,5 +114,19 @@ def prepare(rank: int) -> None:
                 stream.read(1 << 18)
                 time.sleep(0.05)
         return
+    if os.environ.get("WORKLOAD_PREPARE") == "main":
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            _split_words(
+                "Rank 0 tokenizes the evaluation set, one character at a time; as slow tokenizers do."
+            )
+        return
     with multiprocessing.get_context("fork").Pool(2) as pool:
         pool.map(_tokenize, [seconds / 2] * 4)
+
+
+def evaluate(model: torch.nn.Module) -> None:
+    end = time.monotonic() + float(os.environ.get("WORKLOAD_EVAL_S", "0"))
+    with torch.no_grad():
+        while time.monotonic() < end:
+            model(torch.randn(16, 32))

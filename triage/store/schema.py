@@ -47,6 +47,9 @@ EVENT_RANK_EXIT = "rank_exit"
 #: recorder's counters, the threads' Python stacks), and the supervisor's request for dumps.
 EVENT_FR_DUMP = "fr_dump"
 EVENT_FR_REQUEST = "fr_request"
+#: The supervisor stopping an attempt it judged failed or hung, just before it sends SIGTERM: the
+#: ranks' SIGTERMs after it are its own, not a preemption.
+EVENT_SUPERVISOR_STOP = "supervisor_stop"
 
 
 @dataclass(frozen=True)

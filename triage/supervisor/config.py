@@ -50,10 +50,13 @@ class SupervisorConfig:
     prepare_timeout: float = field(
         default=900.0,
         metadata={
-            "help": "seconds without a step that a job may go on while a rank outside every "
-            "collective works in child processes or reads data (a dataset mapped in a pool, a "
-            "file read) before it counts as hung (a DataLoader worker looping on one sample looks "
-            "the same: it is found this late); the step timeout applies otherwise",
+            "help": "seconds without a step that a job may go on while a rank works outside "
+            "steps: in child processes or reading data, outside every collective (a dataset "
+            "mapped in a pool, a file read), or running Python code on its main thread (an "
+            "evaluation, a dataset tokenized in place), before it counts as hung (a DataLoader "
+            "worker looping on one sample looks the same: it is found this late; raise it for "
+            "longer evaluations); the step timeout applies otherwise, counted from the last "
+            "step or the end of that work",
             "metavar": "S",
         },
     )

@@ -26,11 +26,16 @@ from triage.config import EXIT_PREEMPTED
 from triage.store import compact, ingest_spools, open_snapshot
 from triage.store.job_data import load_job
 from triage.store.layout import spool_nodes
-from triage.store.schema import GOODPUT_RATIO, STRAGGLER_SCORE
+from triage.store.schema import (
+    EVENT_SOURCE_SUPERVISOR,
+    EVENT_SUPERVISOR_STOP,
+    GOODPUT_RATIO,
+    STRAGGLER_SCORE,
+)
 from triage.store.shared_writer import shared_writer
 from triage.supervisor.identity import current_user
 from triage.supervisor.processes import ObservedRank
-from triage.supervisor.stall import Stall, read_preparing, read_stall
+from triage.supervisor.stall import Stall, read_stall, read_working
 from triage.taxonomy import Category
 from triage.verdict import Verdict
 
@@ -70,13 +75,14 @@ class Progress:
     #: right then, not necessarily one step later (canaries run every N steps, a fault starts
     #: when it starts), so only checkpoints up to it are known good; None: no such step
     canary_clean_step: int | None = None
-    #: ranks outside every collective that worked in child processes or read data over the
-    #: last `PREPARING_WINDOW_S` (data prepared in a pool, streamed from files): progress of their own
-    preparing: tuple[int, ...] = ()
+    #: ranks making progress of their own while no steps come (`stall.WORKING_SQL`: data
+    #: prepared in a pool or streamed from files, outside every collective; Python code running
+    #: on the main thread since the last step), over the last `WORKING_WINDOW_S`
+    working: tuple[int, ...] = ()
 
 
-#: The window over which a rank's child processes' CPU and reads count as preparing.
-PREPARING_WINDOW_S = 20.0
+#: The window over which a rank's work outside steps is measured.
+WORKING_WINDOW_S = 20.0
 
 _PROGRESS_SQL = """
 WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad
@@ -151,7 +157,7 @@ def read_attempt_progress(
         first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
         stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
         split = snap.con.execute(_CANARY_SPLIT_SQL, params).fetchone()
-        preparing = read_preparing(snap.con, params, now - PREPARING_WINDOW_S)
+        working = read_working(snap.con, params, now - WORKING_WINDOW_S, last_end or 0.0)
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step),
@@ -170,7 +176,7 @@ def read_attempt_progress(
         stall,
         None if split is None or split[0] is None else int(split[0]),
         None if split is None or split[1] is None else int(split[1]),
-        preparing,
+        working,
     )
 
 
@@ -243,6 +249,24 @@ def corruption_verdict(analysis: JobAnalysis | None, attempt: int) -> Verdict | 
         ),
         None,
     )
+
+
+def stop_event_row(
+    job_id: str, run_id: str, attempt: int, host: str, at: float, detection: str
+) -> dict[str, object]:
+    """The event saying this supervisor stopped the attempt at `at` (`EVENT_SUPERVISOR_STOP`)."""
+    return {
+        "job_id": job_id,
+        "run_id": run_id,
+        "attempt": attempt,
+        "source": EVENT_SOURCE_SUPERVISOR,
+        "rank": None,
+        "node": host,
+        "time": at,
+        "kind": EVENT_SUPERVISOR_STOP,
+        "message": f"the supervisor stopped the attempt ({detection}): the ranks' SIGTERMs after it are its own",
+        "detail": None,
+    }
 
 
 def record_output(

@@ -178,32 +178,68 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
   AND time >= $since AND main_cpu_s IS NOT NULL
 """
 
-#: The ranks outside any collective that worked in child processes or read data since `since`
-#: (their share of the CPU, their bytes a second): preparing data, streaming it from files. Unlike a main
-#: thread's CPU, which a rank spinning on a GPU that never answers also spends, these say the
-#: rank is making progress of its own while it makes no steps.
-PREPARING_SQL = """
+#: The ranks that made progress of their own while no steps came (the step-progress rule's
+#: "working"): outside every collective, working in child processes or reading data since
+#: `since` (preparing data in a pool, streaming it from files); or, since `main_since` (the
+#: last step, at most `since`), running Python code on the main thread: CPU, and its stack
+#: found changed at `MAIN_MOVES_PER_S` of the looks at least (an evaluation, a dataset tokenized
+#: in place); or found in as many different collectives (an evaluation whose ranks mostly wait
+#: on each other's all-gathers, with little CPU and one stack at each look: its collectives
+#: still end). A main thread's CPU alone does not count: a rank spinning on a GPU that never
+#: answers spends it too, in one call whose stack never changes, in one collective at most.
+#: This work is measured since the last step only, so that the steps before a hang do not
+#: excuse it.
+WORKING_SQL = """
 WITH hb AS (
-    SELECT rank, time, children_cpu_s, read_bytes, inflight_seq,
+    SELECT rank, time, main_cpu_s, children_cpu_s, read_bytes, main_moves, inflight_group, inflight_seq,
            row_number() OVER (PARTITION BY rank ORDER BY time DESC) AS n
     FROM heartbeats
-    WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND time >= $since)
-SELECT rank FROM hb
-GROUP BY rank
-HAVING max(time) > min(time) AND bool_and(n > 1 OR inflight_seq IS NULL) AND (
-    greatest(arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time), 0) / (max(time) - min(time)) > $share
-    OR greatest(arg_max(read_bytes, time) - arg_min(read_bytes, time), 0) / (max(time) - min(time)) > $bps)
+    WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND time >= $since),
+prepared AS (
+    SELECT rank FROM hb
+    GROUP BY rank
+    HAVING max(time) > min(time) AND bool_and(n > 1 OR inflight_seq IS NULL) AND (
+        greatest(arg_max(children_cpu_s, time) - arg_min(children_cpu_s, time), 0) / (max(time) - min(time)) > $share
+        OR greatest(arg_max(read_bytes, time) - arg_min(read_bytes, time), 0) / (max(time) - min(time)) > $bps)),
+ran AS (
+    SELECT rank FROM hb
+    WHERE time >= $main_since
+    GROUP BY rank
+    HAVING max(time) > min(time) AND (
+        ((arg_max(main_cpu_s, time) - arg_min(main_cpu_s, time)) / (max(time) - min(time)) > $share
+         AND arg_max(main_moves, time) - arg_min(main_moves, time)
+             >= greatest($moves_min, $moves_per_s * (max(time) - min(time))))
+        OR count(DISTINCT inflight_group || ':' || inflight_seq)
+             >= greatest($moves_min, $moves_per_s * (max(time) - min(time)))))
+SELECT rank FROM prepared UNION SELECT rank FROM ran ORDER BY rank
 """
 
+#: A main thread runs Python code when its stack is found changed at this share of the looks
+#: (one a second) at least: an evaluation's changes at most looks, a pure-Python tokenizer's at
+#: a fifth to a half (the looks land where the interpreter lets another thread in: a tight
+#: loop offers few such places), a spin's or a deadlock's at none ...
+MAIN_MOVES_PER_S = 0.1
+#: ... and at this many looks at least, so that two looks a second apart never suffice.
+MAIN_MOVES_MIN = 3
 
-def read_preparing(
-    con: duckdb.DuckDBPyConnection, params: dict[str, object], since: float
+
+def read_working(
+    con: duckdb.DuckDBPyConnection, params: dict[str, object], since: float, main_since: float
 ) -> tuple[int, ...]:
-    """The ranks outside a collective working in child processes or reading data since `since`."""
+    """The ranks making progress of their own while no steps come (`WORKING_SQL`)."""
     rows = con.execute(
-        PREPARING_SQL, {**params, "since": since, "share": BUSY_SHARE, "bps": BUSY_READ_BPS}
+        WORKING_SQL,
+        {
+            **params,
+            "since": since,
+            "main_since": max(since, main_since),
+            "share": BUSY_SHARE,
+            "bps": BUSY_READ_BPS,
+            "moves_min": MAIN_MOVES_MIN,
+            "moves_per_s": MAIN_MOVES_PER_S,
+        },
     ).fetchall()
-    return tuple(sorted(int(r) for (r,) in rows))
+    return tuple(int(r) for (r,) in rows)
 
 
 #: The ranks of this attempt with a save begun and not ended: a checkpoint, or a file the

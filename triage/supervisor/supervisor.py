@@ -66,6 +66,7 @@ from triage.supervisor.observe import (
     record_run,
     record_scores,
     root_verdict,
+    stop_event_row,
 )
 from triage.supervisor.policy import AttemptResult, Decision, Plan, decide
 from triage.supervisor.prober import Prober
@@ -74,6 +75,7 @@ from triage.supervisor.quarantine import QuarantineConfig, quarantine_for_verdic
 from triage.supervisor.rank_logs import AttemptLog, torchrun_log_env
 from triage.supervisor.report import AttemptReport, JobReport, LiveState
 from triage.supervisor.slurm import Allocation, Continuation
+from triage.supervisor.step_rule import StepState, StepWatch
 from triage.supervisor.stop_signals import Interrupted, StopSignals
 from triage.taxonomy import Action, Category
 from triage.trainer_hooks.config import auto_hooks_env
@@ -581,9 +583,12 @@ class Supervisor:
             while launcher.poll() is None and time.monotonic() < deadline:
                 time.sleep(_DRAIN_POLL_S)
         outlived = procs.processes() if launcher.poll() is not None else []
+        stopped_at = None
         if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
             output.stopping()
+            if detection != "slurm_sigterm":  # Slurm's SIGTERM, passed on, is a preemption
+                stopped_at = time.time()
             report.killed_pids = procs.stop(self.cfg.grace, rank_grace_s=self._rank_grace(detection))
             self._cancel_step(step_name)
         report.exit_code = launcher.returncode
@@ -604,6 +609,7 @@ class Supervisor:
             hooked=bool(progress.hooks),
             fr_folder=fr_folder,
             fr_requested=fr_requested,
+            stopped=None if stopped_at is None else (stopped_at, detection),
         )
         report.last_step, report.last_progress = progress.last_step, progress.last_progress
         report.first_step_end = progress.first_step_end
@@ -684,13 +690,16 @@ class Supervisor:
         hooked: bool,
         fr_folder: Path,
         fr_requested: float | None,
+        stopped: tuple[float, str] | None,
     ) -> None:
-        """The decisive lines of the attempt's output, its ranks' Flight Recorder dumps, and
-        where its ranks ran where no hook said so, into the store before the diagnosis reads
-        it."""
+        """The decisive lines of the attempt's output, its ranks' Flight Recorder dumps, where
+        its ranks ran where no hook said so, and when this supervisor stopped it and why
+        (`stopped`), into the store before the diagnosis reads it."""
         host = socket.gethostname()
         nodes = {r.rank: r.node or host for r in procs.observed.values()}
         events = output.event_rows(self.job_id, self.run_id, attempt, nodes, host)
+        if stopped is not None:
+            events.append(stop_event_row(self.job_id, self.run_id, attempt, host, *stopped))
         events += self._vanished_rows(attempt, procs, nodes, host, events)
         events += (
             self._safely(
@@ -748,6 +757,7 @@ class Supervisor:
         forwarded = False
         blind_said = False
         next_corruption_check = 0.0
+        steps = StepWatch(self.cfg.prepare_timeout)
         while True:
             self._stops.check()
             if self._stops.preemption and self.slurm is not None:
@@ -842,18 +852,17 @@ class Supervisor:
                         self._show(attempt, f"silent data corruption: {found.summary}", progress)
                         return Status.FAILED, "corruption", progress
                 self._show(attempt, "running", progress)
-                limit = self._hang_limit(progress)
-                idle = now - (progress.last_progress or started)
-                if limit is not None and idle > limit:
-                    if progress.preparing and idle < self.cfg.prepare_timeout:
-                        # no steps, but a rank prepares data in workers or reads it: progress
-                        # of its own, which a hang (even one spinning on its GPU) does not make
-                        preparing = ", ".join(map(str, progress.preparing))
-                        self._show(
-                            attempt, f"no step for {idle:.0f} s: rank(s) {preparing} preparing data", progress
-                        )
-                    else:
-                        return Status.HUNG, "hang", progress
+                last = progress.last_progress or started
+                state = steps.judge(now, last, self._hang_limit(progress), bool(progress.working))
+                if state is StepState.WORKING:
+                    self._show(
+                        attempt,
+                        f"no step for {now - last:.0f} s: rank(s) {', '.join(map(str, progress.working))} "
+                        "working outside steps (data preparation, evaluation)",
+                        progress,
+                    )
+                elif state is StepState.HUNG:
+                    return Status.HUNG, "hang", progress
             if now >= next_score:
                 self._score(attempt)
                 next_score = time.time() + self.cfg.score_interval
