@@ -1295,6 +1295,26 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "the binaries do not support this GPU architecture",
     ),
+    # a symbol the binary looks for is not in the driver or the GPU's code (NCCL or a kernel
+    # built for another architecture or CUDA version: a new GPU generation under an old image)
+    _s(
+        "named-symbol-not-found",
+        _C.ENVIRONMENT_ERROR,
+        "named symbol not found",
+        r"Cuda failure '?named symbol not found|(?:CUDA|HIP) error: named symbol not found|cudaErrorSymbolNotFound",
+        0.7,
+        "a symbol the binaries need is missing on this GPU or driver (built for another architecture or CUDA)",
+    ),
+    # Triton builds a small C module against the CUDA driver at its first use: no compiler, no
+    # headers or no libcuda where the job runs
+    _s(
+        "triton-driver-build",
+        _C.ENVIRONMENT_ERROR,
+        "compile_module_from_src|failed to find c compiler",
+        r"\bin compile_module_from_src\b|Failed to find C compiler",
+        0.65,
+        "Triton could not build its CUDA driver module (no C compiler, headers or libcuda here)",
+    ),
     _s(
         "invalid-device-function",
         _C.ENVIRONMENT_ERROR,
@@ -1664,6 +1684,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Out of memory error on GPU \d+\. Cannot allocate",  # PaddlePaddle's ResourceExhaustedError
         0.95,
         "the GPU ran out of memory",
+    ),
+    # NCCL setting up a communicator on a GPU whose memory is taken (by this job or another
+    # process on the GPU): even its few-byte buffers cannot be had
+    _s(
+        "nccl-cuda-alloc-failed",
+        _C.GPU_OOM,
+        "failed to cuda",
+        r"Failed to CUDA (?:calloc|malloc)(?: async)? \d+ bytes",
+        0.8,
+        "NCCL could not allocate GPU memory (the GPU's memory is taken)",
     ),
     # XLA (JAX, torch_xla) on a GPU or TPU: the device's memory
     _s(

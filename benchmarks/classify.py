@@ -41,7 +41,13 @@ class ClassifyBenchConfig:
         default="all",
         metadata={"help": "which part of the corpus to score", "choices": ("all", *SPLITS)},
     )
-    target: float = field(default=0.9, metadata={"help": "category accuracy (of --split) below which exit 1"})
+    target: float = field(
+        default=0.89,
+        metadata={
+            "help": "category accuracy (of --split) below which exit 1 (0.89: the whole corpus holds "
+            "every fresh held-out round as it came, a half to two thirds right)"
+        },
+    )
     repeat: int = field(default=20, metadata={"help": "passes over the corpus when timing throughput"})
     markdown: str = field(default="", metadata={"help": "also write the tables as Markdown to this file"})
 
