@@ -19,9 +19,6 @@ from triage.taxonomy import Category
 from triage.verdict import Culprit, Evidence, Verdict
 
 _ENDINGS = ("exit", "exception", "sigterm")
-#: How far a rank's clock may be behind the supervisor's: a SIGTERM stamped this long before
-#: the supervisor's stop may still be the stop's own.
-_STOP_SKEW_S = 1.0
 
 
 def preemption_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
@@ -31,8 +28,12 @@ def preemption_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         mine = job.events[job.events["attempt"] == attempt]
         ev = mine[mine["kind"] == "sigterm"]
         stops = mine.loc[mine["kind"] == EVENT_SUPERVISOR_STOP, "time"]
-        if not stops.empty:  # the supervisor stopped the attempt: its SIGTERMs are no preemption
-            ev = ev[ev["time"] < float(stops.min()) - _STOP_SKEW_S]
+        if not stops.empty:
+            # The supervisor stopped the attempt: the SIGTERMs from then on are its own. Its
+            # stop is stamped before it signals, and ranks on its node share its clock, so a
+            # rank elsewhere whose clock is behind cannot make its SIGTERMs all seem earlier;
+            # no margin, which a preemption it reacted to within the margin would fall into.
+            ev = ev[ev["time"] < float(stops.min())]
         got = set(ev["rank"].dropna().astype(int))
         if not ranks or not ranks <= got:
             continue

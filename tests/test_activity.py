@@ -102,6 +102,20 @@ def test_a_thread_blocked_in_one_call_never_changes_its_stack():
     assert looks >= 10 and moves == 0
 
 
+def _polling(stop: threading.Event) -> None:
+    """Spins on a native call, as a rank waiting for a collective that never completes does."""
+    clock = time.monotonic
+    while not stop.is_set():
+        end = clock() + 0.5
+        while clock() < end:
+            pass
+
+
+def test_a_thread_spinning_on_a_native_call_never_changes_its_functions():
+    looks, moves = _thread_looked_at(_polling)
+    assert looks >= 10 and moves <= 3  # only when it leaves the inner loop to ask `stop`
+
+
 def test_a_thread_that_has_ended_has_no_stack():
     thread = threading.Thread(target=lambda: None)
     thread.start()

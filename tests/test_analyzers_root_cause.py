@@ -215,8 +215,8 @@ def test_sigterms_the_supervisor_sent_to_stop_a_hung_attempt_are_no_preemption()
     (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
     assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
 
-    for r in range(2):
-        b.event(0, r, end + 20, "sigterm", "SIGTERM received")
+    for r in range(2):  # half a second before the stop: a preemption it reacted to at once
+        b.event(0, r, end + 39.5, "sigterm", "SIGTERM received")
     (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
     assert root.verdict.category is Category.PREEMPTION
 

@@ -37,6 +37,21 @@ def test_the_step_after_the_work_gets_the_timeout_from_the_end_of_the_work():
     assert watch.judge(1651.0, 1620.0, LIMIT, working=False) is StepState.HUNG
 
 
+def test_a_step_s_own_work_gives_no_wait_after_it():
+    """Probes during a long step see its Python code as work; a hang after it is found at the
+    timeout from the last step, with no grace for work that never held the rule off."""
+    watch = StepWatch(prepare_timeout_s=900.0)
+    for t in range(1002, 1030, 2):
+        assert watch.judge(float(t), 1000.0, LIMIT, working=True) is StepState.RUNNING
+    assert watch.judge(1031.0, 1000.0, LIMIT, working=False) is StepState.HUNG
+
+
+def test_work_past_the_prepare_timeout_is_a_hang_even_as_it_ends():
+    watch = StepWatch(prepare_timeout_s=300.0)
+    assert watch.judge(1200.0, 1000.0, LIMIT, working=True) is StepState.WORKING
+    assert watch.judge(1300.0, 1000.0, LIMIT, working=True) is StepState.HUNG
+
+
 def test_a_hang_after_the_work_is_still_found():
     watch = StepWatch(prepare_timeout_s=900.0)
     assert watch.judge(1100.0, 1000.0, LIMIT, working=True) is StepState.WORKING

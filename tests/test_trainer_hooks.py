@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -349,9 +350,30 @@ def test_sigterm_writes_what_is_buffered_before_the_process_dies(tmp_path):
         if last >= 20:
             break
     proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)  # the supervisor's and the launcher's, passed on
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGTERM  # still dies by the signal, as its launcher expects
     steps = read_spool(tmp_path, "steps").to_pandas()
     assert sorted(steps["step"])[: last + 1] == list(range(last + 1))
     events = read_spool(tmp_path, "events").to_pandas()
     assert (events.kind == "sigterm").sum() == 1
+
+
+def test_a_flush_interrupted_on_its_own_thread_is_not_waited_for(tmp_path):
+    """A SIGTERM handler that flushes while the signal interrupted this thread's own flush
+    would wait on itself: it gives up at once, and the flush it interrupted completes."""
+    buf = RecordBuffer(SPOOL_TABLES, 1000)
+    nested: list[tuple[bool, float]] = []
+
+    def finish(values):
+        started = time.monotonic()
+        nested.append((writer.flush(lock_timeout=5.0), time.monotonic() - started))
+        return values
+
+    writer = SpoolWriter(
+        tmp_path / "rank0", ("j", None, 0, 0, "n", 0), buf, 3600, finish={"heartbeats": finish}
+    )
+    buf.put("heartbeats", (1.0, 1, 1, None, None, None, None, None, None, None, None))
+    assert writer.flush() is True and writer.rows_written == 1
+    [(done, waited)] = nested
+    assert done is False and waited < 1.0

@@ -15,16 +15,19 @@ Linux only (None elsewhere, and where /proc says something unexpected).
 A main thread's CPU alone says little once no steps come: a rank spinning on a GPU that never
 answers spends it too. What tells that spin from an evaluation, or from a dataset tokenized on
 the main thread, is whether Python code runs: `MainStack` counts the looks at which the main
-thread's Python stack had changed since the look before. A thread blocked or spinning in one
-call (a deadlock, a synchronize that never returns) shows the same stack at every look; one
-that runs Python shows a new one at most looks. Not seen: a loop whose every look lands in one
-long native call made from one place (a tokenizer given huge batches) moves only between calls.
+thread's stack of Python functions had changed since the look before. A thread blocked or
+spinning in one call (a deadlock, a synchronize that never returns, a loop polling a native
+call) shows the same stack at every look; one that runs Python code through its functions (an
+evaluation's modules, a slow tokenizer's helpers) a new one at many looks. Not seen: a loop in
+one function around one native call (a fast tokenizer given huge batches), which looks like a
+poll; and a poll through a Python helper counts as work, until the prepare timeout.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 
 #: Child processes read per heartbeat at most: past it the sum is not known (None), as a walk
 #: that stops at a different subset each time would make the counter jump.
@@ -100,22 +103,27 @@ def read_bytes() -> int | None:
 
 class MainStack:
     """How often the main thread was found running Python code: the number of looks at which
-    its stack (each frame's code and instruction) differed from the look before."""
+    its stack of Python functions differed from the look before. Functions, not lines: a loop
+    that polls for something that never comes (`while not work.is_completed(): pass`) moves
+    between its lines at every look, but never into another function."""
 
     def __init__(self, thread_id: int) -> None:
         self._thread_id = thread_id
-        self._last: tuple[tuple[int, int], ...] | None = None
+        self._last: tuple[int, ...] | None = None
         self.moves = 0
 
     def look(self) -> int | None:
-        """The count after this look; None where the thread has ended. Frames are not kept
-        past the look: a frame held would keep its locals (a batch, a tensor) alive."""
+        """The count after this look; None where the thread has ended. A look from the thread
+        itself (an exit path's last heartbeat) sees only its own call: not counted. Frames are
+        not kept past the look: a frame held would keep its locals (a batch, a tensor) alive."""
+        if threading.get_ident() == self._thread_id:
+            return self.moves
         frame = sys._current_frames().get(self._thread_id)
         if frame is None:
             return None
         stack = []
         while frame is not None:
-            stack.append((id(frame.f_code), frame.f_lasti))
+            stack.append(id(frame.f_code))
             frame = frame.f_back
         now = tuple(stack)
         if self._last is not None and now != self._last:

@@ -57,9 +57,10 @@ if TYPE_CHECKING:
 _perf_counter = time.perf_counter
 _isfinite = math.isfinite
 
-#: The longest a SIGTERM handler waits for the spool before the process dies without its last
-#: records: a flush takes milliseconds; a wait this long means the signal interrupted one.
-SIGTERM_FLUSH_S = 2.0
+#: The longest a SIGTERM handler waits for the writer thread's flush before the process dies
+#: without its last records: a flush takes milliseconds, and a stopped attempt's ranks get
+#: 1.5 s before SIGKILL (`supervisor._SETTLE_S`).
+SIGTERM_FLUSH_S = 1.0
 
 
 #: What the hot path buffers per step: (step, start on the perf_counter clock, duration, data,
@@ -234,6 +235,7 @@ class TrainingMonitor:
         self.pid = os.getpid()
         self._main_clock = _main_thread_clock()
         main_ident = threading.main_thread().ident
+        self._terminating = False
         self._main_stack = None if main_ident is None else activity.MainStack(main_ident)
         self._cuda = _is_cuda(self.device)
         self._wall_offset = time.time() - time.perf_counter()
@@ -589,17 +591,22 @@ class TrainingMonitor:
         self.close()
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        self.event("sigterm", "SIGTERM received", step=self.last_step)
-        if self._fr is not None:
-            self._fr.dump("SIGTERM received")
+        # A rank may get two (the supervisor's and its launcher's, passed on): recorded once.
+        first, self._terminating = not self._terminating, True
+        if first:
+            self.event("sigterm", "SIGTERM received", step=self.last_step)
+            if self._fr is not None:
+                self._fr.dump("SIGTERM received")
         prev = self._prev_sigterm
         if callable(prev):
             prev(signum, frame)  # its exit, if it exits, goes through the exit paths, which flush
         elif prev == signal.SIG_DFL:
+            if not first:
+                return  # the first is writing the buffer and ends the process once it has
             # The default action ends the process at once, past every exit path: what the
             # writer thread has not written yet (up to a flush interval of steps, this event)
             # would be lost, as it was for a rank torchrun stopped after its peer died. The
-            # flush is bounded: the signal may have interrupted one on this very thread.
+            # wait is bounded, and none where the signal interrupted a flush of this thread.
             if self._writer is not None:
                 self._writer.flush(lock_timeout=SIGTERM_FLUSH_S)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -51,6 +51,7 @@ class SpoolWriter:
         self._seq = 0
         self._reported = False
         self._flush_lock = threading.Lock()
+        self._flushing: int | None = None  # the thread in a flush, if any
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="triage-spool-writer", daemon=True)
 
@@ -75,11 +76,14 @@ class SpoolWriter:
 
     def flush(self, lock_timeout: float = -1) -> bool:
         """Write every buffered row now. Safe to call from any thread (exit paths call it).
-        With `lock_timeout` (seconds) it gives up, False, when another flush holds the spool
-        that long: a signal handler must not wait forever on a flush it interrupted on its own
-        thread."""
+        With `lock_timeout` (seconds) it gives up, False, when another thread's flush holds the
+        spool that long, and at once when the flush is this thread's own, which a signal
+        handler has interrupted (it cannot go on while the handler waits)."""
+        if self._flushing == threading.get_ident():
+            return False
         if not self._flush_lock.acquire(timeout=lock_timeout):
             return False
+        self._flushing = threading.get_ident()
         try:
             drained = {t: rows for t in self.buffer.tables() if (rows := self.buffer.drain(t))}
             if not drained:
@@ -97,6 +101,7 @@ class SpoolWriter:
                 self._reported = False
             return True
         finally:
+            self._flushing = None
             self._flush_lock.release()
 
     def _write(self, drained: dict[str, list[tuple[Any, ...]]]) -> None:

@@ -77,12 +77,16 @@ class Progress:
     canary_clean_step: int | None = None
     #: ranks making progress of their own while no steps come (`stall.WORKING_SQL`: data
     #: prepared in a pool or streamed from files, outside every collective; Python code running
-    #: on the main thread since the last step), over the last `WORKING_WINDOW_S`
+    #: on the main thread since the last step), over the last `WORKING_WINDOW_S` (the main
+    #: thread's: `MAIN_WORK_WINDOW_S`)
     working: tuple[int, ...] = ()
 
 
-#: The window over which a rank's work outside steps is measured.
+#: The window over which a rank's work outside steps is measured: in child processes and reads ...
 WORKING_WINDOW_S = 20.0
+#: ... and on its main thread (shorter: a hang inside a step is taken for work while the step's
+#: own code before it is in the window).
+MAIN_WORK_WINDOW_S = 10.0
 
 _PROGRESS_SQL = """
 WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad
@@ -157,7 +161,9 @@ def read_attempt_progress(
         first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
         stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
         split = snap.con.execute(_CANARY_SPLIT_SQL, params).fetchone()
-        working = read_working(snap.con, params, now - WORKING_WINDOW_S, last_end or 0.0)
+        working = read_working(
+            snap.con, params, now - WORKING_WINDOW_S, max(now - MAIN_WORK_WINDOW_S, last_end or 0.0)
+        )
     return Progress(
         None if first_step is None else int(first_step),
         None if last_step is None else int(last_step),

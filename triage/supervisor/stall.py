@@ -181,7 +181,7 @@ WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt 
 #: The ranks that made progress of their own while no steps came (the step-progress rule's
 #: "working"): outside every collective, working in child processes or reading data since
 #: `since` (preparing data in a pool, streaming it from files); or, since `main_since` (the
-#: last step, at most `since`), running Python code on the main thread: CPU, and its stack
+#: last step, at most `since`), running Python code on the main thread: CPU, and its stack of Python functions
 #: found changed at `MAIN_MOVES_PER_S` of the looks at least (an evaluation, a dataset tokenized
 #: in place); or found in as many different collectives (an evaluation whose ranks mostly wait
 #: on each other's all-gathers, with little CPU and one stack at each look: its collectives

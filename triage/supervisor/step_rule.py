@@ -6,8 +6,11 @@ tokenized on the main thread), which may go on up to the prepare timeout. The en
 is no hang either: the step that follows it takes a while to run and to reach the store (a
 step, a flush, an ingest, a probe), and meanwhile no rank works outside steps any more; measured
 from the last step, a ten-minute preparation would have the job stopped the moment it ended.
-So the timeout counts from the last step or the last time a rank was seen working, whichever is
-later.
+So the timeout counts from the last step or the last time a rank was seen working past it,
+whichever is later. The price: a hang inside a step that ran Python code before it stuck is
+taken for work while that code is in the window work is measured over (`observe`: 10 s for the
+main thread's), and then given the timeout once more: found up to that window and one timeout
+later than at the last step's timeout.
 """
 
 from __future__ import annotations
@@ -33,13 +36,14 @@ class StepWatch:
         """`last_progress`: the newest step's end (the attempt's start before its first step);
         `limit_s`: the step timeout, None where the rule does not apply (no steps known to
         come); `working`: whether the probe found ranks working outside steps."""
-        if working:
-            self.worked_at = now
         since_step = now - last_progress
         if limit_s is None or since_step <= limit_s:
             return StepState.RUNNING
         if working:
-            return StepState.WORKING if since_step < self.prepare_timeout_s else StepState.HUNG
+            if since_step >= self.prepare_timeout_s:
+                return StepState.HUNG  # the allowance is spent, even if the work were ending now
+            self.worked_at = now  # only here: a step's own work is no reason to wait after it
+            return StepState.WORKING
         if self.worked_at is not None and now - self.worked_at <= limit_s:
             return StepState.RUNNING  # its work just ended: the step after it is on its way
         return StepState.HUNG
