@@ -460,6 +460,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "no space left on device",
     ),
+    # ENODATA from a file read: a parallel file system failing under load (Lustre and FSx for
+    # Lustre return it when a file's objects cannot be read), not the job's data
+    _s(
+        "enodata",
+        _C.STORAGE_ERROR,
+        "errno 61",
+        r"\[Errno 61\] No data available: '/",
+        0.7,
+        "the file system could not read a file's data (ENODATA)",
+    ),
     # MIOpen's kernel database is SQLite: on a parallel file system without POSIX locks (Lustre
     # mounted without flock) every access fails; the fix is a user db on local disk
     _s(
@@ -1237,6 +1247,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "HCCL's RoCE transport failed (an error completion): the link or the peer went away",
         symptom=True,
     ),
+    # Accelerate's debug mode checking a collective's inputs first: the ranks gave it tensors
+    # of different shapes (a collective that would otherwise hang or corrupt)
+    _s(
+        "accelerate-shape-mismatch",
+        _C.USER_CODE_ERROR,
+        "shape mismatches",
+        r"Cannot apply desired operation due to shape mismatches",
+        0.8,
+        "the ranks gave a collective tensors of different shapes (Accelerate's debug check)",
+    ),
     # a collective handed tensors it cannot take (a view that is not contiguous, a CPU tensor to
     # NCCL): the training code's call
     _s(
@@ -1314,6 +1334,26 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\bin compile_module_from_src\b|Failed to find C compiler",
         0.65,
         "Triton could not build its CUDA driver module (no C compiler, headers or libcuda here)",
+    ),
+    # the runtime compiler (NVRTC: TorchInductor, cupy, custom kernels) does not know this GPU's
+    # architecture: a CUDA older than the GPU
+    _s(
+        "nvrtc-unknown-arch",
+        _C.ENVIRONMENT_ERROR,
+        "gpu-architecture",
+        r"nvrtc: error: invalid value for --gpu-architecture",
+        0.8,
+        "the CUDA runtime compiler does not know this GPU's architecture (a CUDA older than the GPU)",
+    ),
+    # Open MPI's daemons reading each other's messages wrong: different Open MPI (or hwloc)
+    # builds on the nodes of one job
+    _s(
+        "orte-unpack-past-end",
+        _C.ENVIRONMENT_ERROR,
+        "data unpack would read past end",
+        r"Data unpack would read past end of buffer",
+        0.7,
+        "Open MPI's processes do not understand each other (different Open MPI or hwloc builds on the nodes)",
     ),
     _s(
         "invalid-device-function",
