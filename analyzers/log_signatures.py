@@ -466,8 +466,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "enodata",
         _C.STORAGE_ERROR,
         "errno 61",
-        r"\[Errno 61\] No data available: '/",
-        0.7,
+        # not an extended attribute that is not set, nor a sysfs or procfs file
+        r"^(?!.*xattr).*\[Errno 61\] No data available(?!: '?/(?:sys|proc)/)",
+        0.65,
         "the file system could not read a file's data (ENODATA)",
     ),
     # MIOpen's kernel database is SQLite: on a parallel file system without POSIX locks (Lustre
@@ -1321,19 +1322,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "named-symbol-not-found",
         _C.ENVIRONMENT_ERROR,
         "named symbol not found",
-        r"Cuda failure '?named symbol not found|(?:CUDA|HIP) error: named symbol not found|cudaErrorSymbolNotFound",
+        r"named symbol not found|cudaErrorSymbolNotFound",
         0.7,
         "a symbol the binaries need is missing on this GPU or driver (built for another architecture or CUDA)",
     ),
     # Triton builds a small C module against the CUDA driver at its first use: no compiler, no
     # headers or no libcuda where the job runs
     _s(
+        "triton-no-c-compiler",
+        _C.ENVIRONMENT_ERROR,
+        "failed to find c compiler",
+        r"Failed to find C compiler",
+        0.75,
+        "Triton finds no C compiler to build its CUDA driver module",
+    ),
+    # ... its traceback through the build: a symptom (torch.compile may log one it swallowed and
+    # go on in eager mode), which the job's own error outranks
+    _s(
         "triton-driver-build",
         _C.ENVIRONMENT_ERROR,
-        "compile_module_from_src|failed to find c compiler",
-        r"\bin compile_module_from_src\b|Failed to find C compiler",
-        0.65,
+        "compile_module_from_src",
+        r"\bin compile_module_from_src\b",
+        0.55,
         "Triton could not build its CUDA driver module (no C compiler, headers or libcuda here)",
+        symptom=True,
     ),
     # the runtime compiler (NVRTC: TorchInductor, cupy, custom kernels) does not know this GPU's
     # architecture: a CUDA older than the GPU
@@ -1350,8 +1362,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "orte-unpack-past-end",
         _C.ENVIRONMENT_ERROR,
-        "data unpack would read past end",
-        r"Data unpack would read past end of buffer",
+        "data unpack would read past end|unpack_read_past_end",
+        # at start-up; not in `show_help.c`, where it is the relay of another process's error
+        # message failing after a rank died
+        r"Data unpack would read past end of buffer(?! in file util/show_help\.c)"
+        r"|PMIX_ERR_UNPACK_READ_PAST_END_OF_BUFFER in file base/plm_base_launch_support\.c",
         0.7,
         "Open MPI's processes do not understand each other (different Open MPI or hwloc builds on the nodes)",
     ),
@@ -1720,20 +1735,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "out of memory|outofmemory|memoryallocation|pt_devmem",
         r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|\b(?:CUDA|HIP) error: out of memory"
         r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation|MODULE:PT_DEVMEM Allocation failed"
-        r"|Cuda failure 'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
+        r"|Cuda failure (?:\d+ )?'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
         r"|Out of memory error on GPU \d+\. Cannot allocate",  # PaddlePaddle's ResourceExhaustedError
         0.95,
         "the GPU ran out of memory",
     ),
-    # NCCL setting up a communicator on a GPU whose memory is taken (by this job or another
-    # process on the GPU): even its few-byte buffers cannot be had
+    # NCCL failing to allocate: after a CUDA error it names on the line before (`Cuda failure
+    # 'out of memory'`, or another), or, alone, on a GPU whose memory is taken: a symptom, which
+    # that line outranks
     _s(
         "nccl-cuda-alloc-failed",
         _C.GPU_OOM,
         "failed to cuda",
         r"Failed to CUDA (?:calloc|malloc)(?: async)? \d+ bytes",
-        0.8,
-        "NCCL could not allocate GPU memory (the GPU's memory is taken)",
+        0.55,
+        "NCCL could not allocate GPU memory (the GPU's memory is taken, or a CUDA error before it)",
+        symptom=True,
     ),
     # XLA (JAX, torch_xla) on a GPU or TPU: the device's memory
     _s(

@@ -2043,6 +2043,12 @@ _ROUNDS_37_39 = [
     # NCCL unable to allocate on a GPU whose memory is taken; not its allocation notes
     (["misc/utils.cc:200 NCCL WARN Failed to CUDA malloc 2097152 bytes"], C.GPU_OOM),
     (["[rank3]: Failed to CUDA calloc 64 bytes"], C.GPU_OOM),
+    (["NCCL WARN Cuda failure 2 'out of memory'", "NCCL WARN Failed to CUDA calloc 6 bytes"], C.GPU_OOM),
+    # ... after another CUDA error, which it is a consequence of
+    (
+        ["NCCL WARN Cuda failure 'invalid device function'", "NCCL WARN Failed to CUDA calloc 6 bytes"],
+        C.ENVIRONMENT_ERROR,
+    ),
     (["NCCL INFO cudaMalloc 2097152 bytes for the proxy"], C.UNKNOWN),
     # Accelerate's shape check on a collective; not a model's own shape error
     (
@@ -2060,21 +2066,43 @@ _ROUNDS_37_39 = [
         ],
         C.ENVIRONMENT_ERROR,
     ),
+    (
+        [
+            "[n1:77] [[5,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file util/show_help.c "
+            "at line 501"
+        ],
+        C.UNKNOWN,
+    ),
     # NVRTC without this GPU's architecture; not a compile of the user's own kernel that failed
     (["nvrtc: error: invalid value for --gpu-architecture (-arch)"], C.ENVIRONMENT_ERROR),
     (['nvrtc: error: identifier "foo" is undefined'], C.UNKNOWN),
     # ENODATA reading a file; not a lookup that found no data
     (["OSError: [Errno 61] No data available: '/lustre/data/shard-0042.bin'"], C.STORAGE_ERROR),
+    (["OSError: [Errno 61] No data available"], C.STORAGE_ERROR),  # a read of a file already open
+    (["OSError: [Errno 61] No data available: '/sys/class/hwmon/hwmon3/temp1_input'"], C.UNKNOWN),
+    (["OSError: [Errno 61] No data available: getxattr('/data/x.bin', 'user.checksum')"], C.UNKNOWN),
     (["ValueError: No data available for split 'validation'"], C.USER_CODE_ERROR),
     # a binary without the symbol this GPU or driver needs
     (["RuntimeError: CUDA error: named symbol not found"], C.ENVIRONMENT_ERROR),
     (["transport/p2p.cc:270 NCCL WARN Cuda failure named symbol not found"], C.ENVIRONMENT_ERROR),
+    (["enqueue.cc:42 NCCL WARN Cuda failure 500 'named symbol not found'"], C.ENVIRONMENT_ERROR),
+    (["RuntimeError: CUDA_ERROR_NOT_FOUND: named symbol not found"], C.ENVIRONMENT_ERROR),
     # Triton's driver module that would not build; not a function of that name in user code
     (
         ["RuntimeError: Failed to find C compiler. Please specify via CC environment variable."],
         C.ENVIRONMENT_ERROR,
     ),
     (["def compile_module_from_src(src, name):", "    return build(src)"], C.UNKNOWN),
+    # ... nor its traceback, logged by torch.compile as it went on in eager mode, before the
+    # job's own error
+    (
+        [
+            '[rank0]:W1207 convert_frame.py:1125]   File "/x/triton/backends/nvidia/driver.py", line 48, '
+            "in compile_module_from_src",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
 ]
 
 _ROUNDS_27_31 = [

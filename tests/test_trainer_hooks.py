@@ -323,13 +323,19 @@ def test_uncaught_exception_is_recorded_with_traceback(tmp_path):
     assert len(read_spool(tmp_path, "steps")) == 3
 
 
-def test_sigkill_loses_at_most_the_last_flush_interval(tmp_path):
-    proc = _run_child(tmp_path, "forever", 0, "0.02")
+def _child_past(tmp_path, step: int, every: str = "0.2") -> tuple[subprocess.Popen, int]:
+    """A child stepping every 20 ms, once it has printed `step` (the last it printed)."""
+    proc = _run_child(tmp_path, "forever", 0, "0.02", every)
     last = -1
     for line in proc.stdout:
         last = int(line)
-        if last >= 60:
+        if last >= step:
             break
+    return proc, last
+
+
+def test_sigkill_loses_at_most_the_last_flush_interval(tmp_path):
+    proc, last = _child_past(tmp_path, 60)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     steps = read_spool(tmp_path, "steps").to_pandas()
@@ -343,12 +349,7 @@ def test_sigterm_writes_what_is_buffered_before_the_process_dies(tmp_path):
     """torchrun stops a rank with SIGTERM once its peer died; the default action ends the
     process past every exit path, so the handler writes the buffer first. The writer thread
     flushes only once a minute here: every step the rank finished must still be spooled."""
-    proc = _run_child(tmp_path, "forever", 0, "0.02", "60")
-    last = -1
-    for line in proc.stdout:
-        last = int(line)
-        if last >= 20:
-            break
+    proc, last = _child_past(tmp_path, 20, every="60")
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)  # the supervisor's and the launcher's, passed on
     proc.wait(timeout=30)
