@@ -183,6 +183,8 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
             fatal=True,
             ranks=tuple(culprits + waiter_ranks),
         )
+    if not culprits and waiters["inflight_op"].nunique() > 1:
+        return _desync(job, attempt, waiters, group, seq, since, waited_s, evidence, consequences)
     waited = f"{waited_s:.0f} s from {clock(since)}"
     symptom = bool(culprits) and len(left) == len(culprits)
     if symptom:
@@ -214,4 +216,43 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
         fatal=True,
         symptom=symptom,
         ranks=tuple(waiter_ranks),
+    )
+
+
+def _desync(
+    job: JobData,
+    attempt: int,
+    waiters: pd.DataFrame,
+    group: str,
+    seq: int,
+    since: float,
+    waited_s: float,
+    evidence: list[Evidence],
+    consequences: list[str],
+) -> Finding:
+    """Every rank entered the group's collective number `seq`, but not the same one (one rank
+    all-gathers for one more batch while another has gone on to the next step's
+    reduce-scatter): the ranks took different paths through the training code, and each waits
+    for the others in a collective they never call. The rank or ranks alone in their op, fewer
+    than half the group, are the ones that took the other path."""
+    by_op = waiters.groupby("inflight_op").groups
+    ops = sorted(by_op, key=lambda op: (len(by_op[op]), str(op)))
+    fewest = sorted(int(r) for r in by_op[ops[0]])
+    alone = 2 * len(fewest) < len(waiters) and len(by_op[ops[0]]) < len(by_op[ops[1]])
+    culprit = Culprit()
+    if alone:
+        culprit = (
+            rank_culprit(job, attempt, fewest[0]) if len(fewest) == 1 else common_node(job, attempt, fewest)
+        )
+    calls = "; ".join(f"{ranks_phrase(sorted(int(r) for r in by_op[op]))} in {op}" for op in ops)
+    summary = (
+        f"the ranks called different collectives as number {seq} of group {group} ({calls}) and "
+        f"waited {waited_s:.0f} s from {clock(since)}, each for a collective the others never "
+        f"call: the training code took different paths on different ranks (a desync)"
+    )
+    return Finding(
+        attempt,
+        Verdict(Category.USER_CODE_ERROR, 0.8, summary, culprit, since, evidence, consequences),
+        fatal=True,
+        ranks=tuple(sorted(int(r) for r in waiters.index)),
     )

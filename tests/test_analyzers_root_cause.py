@@ -221,6 +221,38 @@ def test_sigterms_the_supervisor_sent_to_stop_a_hung_attempt_are_no_preemption()
     assert root.verdict.category is Category.PREEMPTION
 
 
+def _desync_job(ops: list[str]) -> JobBuilder:
+    """Every rank entered collective #11 of the default group, rank r the op `ops[r]`."""
+    b = JobBuilder().world(len(ops), per_node=2)
+    end = b.steps(0, range(10), T0 + 5)
+    for seq in range(1, 11):
+        for r in range(len(ops)):
+            b.collective(0, r, "default", seq, T0 + 5 + seq * 0.4, T0 + 5 + seq * 0.4 + 0.05)
+    for r, op in enumerate(ops):
+        b.collective(0, r, "default", 11, end + 0.5, None)
+        for k in range(60):
+            b.heartbeat(0, r, end + k, 9, (op, "default", 11, end + 0.5))
+    return b
+
+
+def test_ranks_waiting_in_different_collectives_at_one_sequence_number_are_a_desync():
+    """Rank 3 went on to the next step's reduce-scatter while ranks 0-2 all-gather for one
+    more batch: every rank entered #11, none is missing, and no transport stalled: the code
+    took different paths, with rank 3 alone on its own."""
+    (root,) = roots(
+        analyze_job(_desync_job(["all_gather"] * 3 + ["reduce_scatter"]).load(), AnalyzerConfig())
+    )
+    v = root.verdict
+    assert v.category is Category.USER_CODE_ERROR and v.culprit.rank == 3
+    assert "ranks 0-2 in all_gather" in v.summary and "desync" in v.summary
+    # two against two: no side is the odd one out
+    (root,) = roots(analyze_job(_desync_job(["all_gather", "reduce_scatter"] * 2).load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.USER_CODE_ERROR and root.verdict.culprit.rank is None
+    # the same op everywhere is still a stalled transport, not a desync
+    (root,) = roots(analyze_job(_desync_job(["all_gather"] * 4).load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
+
+
 def test_node_whose_heartbeats_stop_together_is_a_node_failure():
     b = JobBuilder().world(4, per_node=2)
     end = b.steps(0, range(10), T0 + 5)

@@ -22,6 +22,7 @@ import signal
 import time
 
 import torch
+import torch.distributed as dist
 
 
 def _fires(kind: str, step: int, rank: int) -> bool:
@@ -126,7 +127,17 @@ def prepare(rank: int) -> None:
 
 
 def evaluate(model: torch.nn.Module) -> None:
-    end = time.monotonic() + float(os.environ.get("WORKLOAD_EVAL_S", "0"))
+    """Forward passes for WORKLOAD_EVAL_S seconds, as many on every rank: each rank's clock
+    alone would have some ranks go on to the next step's reduce-scatter while others still
+    all-gather for one more batch, a desync that hangs the job (Triage found one so)."""
+    seconds = float(os.environ.get("WORKLOAD_EVAL_S", "0"))
+    if seconds <= 0:
+        return
+    end, more = time.monotonic() + seconds, torch.ones(1)
     with torch.no_grad():
-        while time.monotonic() < end:
+        while True:
+            more.fill_(float(time.monotonic() < end))
+            dist.all_reduce(more, op=dist.ReduceOp.MIN)
+            if not more.item():
+                return
             model(torch.randn(16, 32))
