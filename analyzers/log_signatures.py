@@ -1248,6 +1248,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "HCCL's RoCE transport failed (an error completion): the link or the peer went away",
         symptom=True,
     ),
+    # PyTorch's own check (TORCH_DISTRIBUTED_DEBUG=DETAIL) that the ranks call the same
+    # collective: a desync in the training code, as `analyzers/hang.py` finds from heartbeats
+    _s(
+        "collective-mismatch",
+        _C.USER_CODE_ERROR,
+        "mismatch between collectives",
+        r"Detected mismatch between collectives on ranks",
+        0.85,
+        "the ranks called different collectives at one point (a desync in the training code)",
+    ),
     # Accelerate's debug mode checking a collective's inputs first: the ranks gave it tensors
     # of different shapes (a collective that would otherwise hang or corrupt)
     _s(

@@ -2050,6 +2050,15 @@ _ROUNDS_37_39 = [
         C.ENVIRONMENT_ERROR,
     ),
     (["NCCL INFO cudaMalloc 2097152 bytes for the proxy"], C.UNKNOWN),
+    # PyTorch's check that the ranks call the same collective
+    (
+        [
+            "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=3, OpType=ALLGATHER), but Rank 0 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=3, OpType=REDUCE_SCATTER)"
+        ],
+        C.USER_CODE_ERROR,
+    ),
     # Accelerate's shape check on a collective; not a model's own shape error
     (
         [
@@ -2258,7 +2267,7 @@ _ROUNDS_27_31 = [
             "    sd = ds_checkpoint.get_zero_checkpoint_state(pp_index=pp_index)",
             "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: broadcast",
         ],
-        C.UNKNOWN,
+        C.USER_CODE_ERROR,  # a desync, wherever it happens
     ),
     # Ascend: device memory exhausted, a collective's wait past HCCL's timeout, MindSpore's slow
     # input pipeline and its silent-corruption check; not their informational forms
