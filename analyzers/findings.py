@@ -82,6 +82,11 @@ def common_node(job: JobData, attempt: int, ranks: Iterable[int]) -> Culprit:
     return Culprit(node=nodes.pop()) if len(nodes) == 1 else Culprit()
 
 
+def ranks_culprit(job: JobData, attempt: int, ranks: list[int]) -> Culprit:
+    """One rank names itself; several, the node they share, if one."""
+    return rank_culprit(job, attempt, ranks[0]) if len(ranks) == 1 else common_node(job, attempt, ranks)
+
+
 def gpu_culprit(
     job: JobData, attempt: int, node: str, gpu: int | None, uuid: str | None = None
 ) -> tuple[Culprit, tuple[int, ...]]:

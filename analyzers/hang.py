@@ -17,8 +17,7 @@ from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import (
     Finding,
     clock,
-    common_node,
-    rank_culprit,
+    ranks_culprit,
     ranks_phrase,
     where,
 )
@@ -167,11 +166,7 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     wait_end = float(waiters["alive_until"].max()) + cfg.heartbeat_period_s
     left = [r for r in culprits if r in failed_at.index and float(failed_at[r]) <= wait_end]
     if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
-        culprit = (
-            rank_culprit(job, attempt, culprits[0])
-            if len(culprits) == 1
-            else common_node(job, attempt, culprits)
-        )
+        culprit = ranks_culprit(job, attempt, culprits)
         summary = (
             f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
             f"{waited_s:.0f} s from {clock(since)}, waiting for {where(culprit, culprits)},"
@@ -239,11 +234,7 @@ def _desync(
     ops = sorted(by_op, key=lambda op: (len(by_op[op]), str(op)))
     fewest = sorted(int(r) for r in by_op[ops[0]])
     alone = 2 * len(fewest) < len(waiters) and len(by_op[ops[0]]) < len(by_op[ops[1]])
-    culprit = Culprit()
-    if alone:
-        culprit = (
-            rank_culprit(job, attempt, fewest[0]) if len(fewest) == 1 else common_node(job, attempt, fewest)
-        )
+    culprit = ranks_culprit(job, attempt, fewest) if alone else Culprit()
     calls = "; ".join(f"{ranks_phrase(sorted(int(r) for r in by_op[op]))} in {op}" for op in ops)
     summary = (
         f"the ranks called different collectives as number {seq} of group {group} ({calls}) and "

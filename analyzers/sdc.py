@@ -14,8 +14,8 @@ from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import (
     Finding,
     clock,
-    common_node,
     rank_culprit,
+    ranks_culprit,
     ranks_phrase,
     where,
 )
@@ -78,9 +78,7 @@ def canary_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             )
             continue
         ranks = [r for r, _ in culprits.most_common()]
-        culprit = (
-            rank_culprit(job, attempt, ranks[0]) if len(ranks) == 1 else common_node(job, attempt, ranks)
-        )
+        culprit = ranks_culprit(job, attempt, ranks)
         confidence = 0.9 if len(ranks) == 1 else 0.75
         summary = (
             f"{where(culprit, ranks)} computed a canary result that differs from the "
