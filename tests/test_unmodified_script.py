@@ -224,13 +224,15 @@ PREPARE = {"WORKLOAD_PREPARE_RANK": "0", "WORKLOAD_PREPARE_STEP": "2"}
         {"WORKLOAD_PREPARE": "map"},
         {"WORKLOAD_PREPARE": "download"},
         {"WORKLOAD_PREPARE": "main"},
+        {"WORKLOAD_PREPARE": "download", "WORKLOAD_PREPARE_RANK": "2"},
         {"WORKLOAD_PREPARE_RANK": "none", "WORKLOAD_EVAL_S": "10"},
     ],
-    ids=["map", "download", "main-thread", "evaluation"],
+    ids=["map", "download", "main-thread", "download-on-rank-2", "evaluation"],
 )
 def test_a_rank_preparing_the_data_while_its_peers_wait_at_a_barrier_is_working_not_hung(tmp_path, how):
-    """Rank 0 builds an evaluation set first, as HF's `main_process_first` has it, while ranks
-    1-3 wait at a barrier past the stall rule's bound and past the step timeout (4 s here): in a
+    """Rank 0 (or another: rank 2) builds an evaluation set first, as HF's `main_process_first`
+    has it, while the others wait at a barrier past the stall rule's bound and past the step
+    timeout (4 s here): in a
     pool of worker processes (its main thread idle, waiting on them), reading a large file a
     chunk at a time, or on its main thread; or every rank evaluates the model (forward passes
     and FSDP's all-gathers, no optimizer step). It is working, so the job runs through in one
