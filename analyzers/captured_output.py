@@ -26,6 +26,7 @@ import pandas as pd
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, rank_culprit, where
 from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig, classify_line
+from triage.display import Status
 from triage.store.job_data import JobData
 from triage.store.schema import EVENT_LOG_LINE, EVENT_RANK_EXIT
 from triage.taxonomy import Category
@@ -153,11 +154,19 @@ def log_line_findings(
         Finding(
             attempt,
             Verdict(v.category, v.confidence, summary, culprit, t, evidence),
-            fatal=True,
+            # an attempt its supervisor saw complete was not ended by what it printed (torchrun's
+            # store warns of a connection reset as the ranks leave at the end)
+            fatal=not _completed(job, attempt),
             symptom=hooked or bool(match and match.symptom),
             ranks=(rank,) if rank is not None else (),
         )
     ]
+
+
+def _completed(job: JobData, attempt: int) -> bool:
+    """Whether the supervisor recorded the attempt as completed."""
+    out = job.attempt_outcomes
+    return bool((out.loc[out["attempt"] == attempt, "status"] == Status.COMPLETED).any())
 
 
 def _body(text: str) -> str:

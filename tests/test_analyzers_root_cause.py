@@ -5,7 +5,7 @@ from jobdata_builder import T0, JobBuilder
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import analyze_job
 from triage.store.job_data import load_job
-from triage.store.schema import EVENT_SUPERVISOR_STOP
+from triage.store.schema import EVENT_LOG_LINE, EVENT_SUPERVISOR_STOP
 from triage.taxonomy import Category
 
 WATCHDOG = (
@@ -251,6 +251,40 @@ def test_ranks_waiting_in_different_collectives_at_one_sequence_number_are_a_des
     # the same op everywhere is still a stalled transport, not a desync
     (root,) = roots(analyze_job(_desync_job(["all_gather"] * 4).load(), AnalyzerConfig()))
     assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
+
+
+def test_what_a_completed_attempt_printed_is_no_root_cause():
+    """torchrun's store warns of a connection reset as a healthy job's ranks leave: the
+    supervisor saw the attempt complete, so the line is no cause; without that word it is."""
+    line = (
+        "[W1207 13:46:36.256367060 TCPStore.cpp:115] [c10d] recvVector failed on SocketImpl(fd=4, "
+        "addr=[::ffff:127.0.0.1]:59856, remote=[::ffff:127.0.0.1]:51555): Connection reset by peer"
+    )
+
+    def job(outcome: str | None) -> JobBuilder:
+        b = JobBuilder().world(2)
+        end = b.steps(0, range(10), T0 + 5)
+        for r in range(2):
+            b.event(0, r, end + 0.5, "exit", "process exiting", exit_code=0)
+        b.event(0, 0, end + 1, EVENT_LOG_LINE, line)
+        b.rows["events"][-1].update(rank=None, source="supervisor")
+        if outcome is not None:
+            b.rows["attempt_outcomes"].append(
+                dict(
+                    job_id=b.job_id,
+                    run_id=b.run_id,
+                    attempt=0,
+                    time=end + 2,
+                    status=outcome,
+                    exit_code=0,
+                    reason="",
+                )
+            )
+        return b
+
+    assert roots(analyze_job(job("completed").load(), AnalyzerConfig())) == []
+    (root,) = roots(analyze_job(job(None).load(), AnalyzerConfig()))
+    assert root.verdict.category is Category.NETWORK_ERROR
 
 
 def test_node_whose_heartbeats_stop_together_is_a_node_failure():
