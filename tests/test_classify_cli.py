@@ -142,3 +142,74 @@ def test_line_numbers_count_newlines_only_even_in_the_first_block(tmp_path, caps
     assert main(["classify", "--json", str(log)]) == 0
     (rec,) = _json_lines(capsys.readouterr().out)
     assert rec["category"] == "storage_error" and rec["evidence"][0]["line"] == 3
+
+
+def test_compressed_logs_read_as_the_text_they_hold(tmp_path, monkeypatch, capsys):
+    # rotated logs (kern.log.2.gz) and copied job outputs come compressed; told by magic bytes,
+    # so a misnamed file is read too
+    import bz2
+    import gzip
+    import lzma
+
+    text = ECC.read_bytes()
+    files = {"a.log.gz": gzip.compress(text), "b.out.bz2": bz2.compress(text), "c.xz": lzma.compress(text)}
+    files["misnamed.log"] = gzip.compress(text)
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert main(["classify", "--json", *(str(tmp_path / n) for n in files)]) == 0
+    records = _json_lines(capsys.readouterr().out)
+    assert [(r["category"], r["culprit"]["rank"]) for r in records] == [("gpu_memory_error", 3)] * 4
+    assert {r["evidence"][0]["line"] for r in records} == {5}  # line numbers of the text, not the archive
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(text))))
+    assert main(["classify", "--json", "-"]) == 0
+    assert _json_lines(capsys.readouterr().out)[0]["category"] == "gpu_memory_error"
+
+
+def test_a_truncated_archive_keeps_the_verdict_of_what_was_read(tmp_path, capsys):
+    import gzip
+
+    lines = [f"step {i} loss 2.1 some padding to make the archive longer {i * 7919}" for i in range(20000)]
+    lines.insert(40, "[rank5]: OSError: [Errno 28] No space left on device")
+    whole = gzip.compress("\n".join(lines).encode())
+    cut = tmp_path / "train.log.gz"
+    cut.write_bytes(whole[: len(whole) // 2])  # a copy taken while the file was being written
+    assert main(["classify", "--json", str(cut)]) == 2
+    captured = capsys.readouterr()
+    (rec,) = _json_lines(captured.out)
+    assert rec["category"] == "storage_error" and rec["culprit"]["rank"] == 5
+    assert "broke off after line" in rec["error"] and "broke off" in captured.err
+    read = int(rec["error"].split("after line ")[1].split()[0])
+    assert 1000 < read < 20000  # everything before the damage was read, not just the first block
+
+
+def test_a_compression_it_cannot_read_says_how_to_read_it(tmp_path, capsys):
+    zst = tmp_path / "job.log.zst"
+    zst.write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 40)
+    assert main(["classify", "--json", str(zst), str(ECC)]) == 2
+    records = _json_lines(capsys.readouterr().out)
+    assert "zstd -dc" in records[0]["error"] and records[1]["category"] == "gpu_memory_error"
+
+
+def test_a_directory_is_every_file_under_it_and_binaries_there_are_skipped(tmp_path, capsys):
+    import gzip
+
+    logs = tmp_path / "torchrun-logs"
+    (logs / "attempt_0" / "3").mkdir(parents=True)
+    (logs / "attempt_0" / "0").mkdir(parents=True)
+    (logs / "attempt_0" / "3" / "stderr.log").write_bytes(ECC.read_bytes())
+    (logs / "attempt_0" / "0" / "stderr.log.gz").write_bytes(gzip.compress(b"[rank0]: KeyError: 'lr'\n"))
+    (logs / "core.1234").write_bytes(b"\x7fELF\0\0\0")
+    empty_dir = tmp_path / "nothing-here"
+    empty_dir.mkdir()
+    assert main(["classify", "--json", str(logs), str(empty_dir)]) == 2
+    captured = capsys.readouterr()
+    records = _json_lines(captured.out)
+    names = [Path(r["file"]).relative_to(tmp_path).as_posix() for r in records]
+    assert names == [
+        "torchrun-logs/attempt_0/0/stderr.log.gz",
+        "torchrun-logs/attempt_0/3/stderr.log",
+        "nothing-here",
+    ]
+    assert [r["category"] for r in records[:2]] == ["user_code_error", "gpu_memory_error"]
+    assert "no file under it" in records[2]["error"]
+    assert "skipped 1 binary file(s) under" in captured.err

@@ -1,17 +1,29 @@
 """Classify raw log files (torchrun stderr, Slurm output, dmesg, a pasted traceback) into the
 failure taxonomy, without a store: root cause, culprit rank/node/GPU, evidence lines.
 
-`-` reads standard input. Files are streamed line by line, so multi-GB logs are fine.
-Exit codes: 0 every file was classified (even as `unknown`), 2 a path is missing or unreadable
-(the other files are still reported).
+`-` reads standard input. Files are streamed line by line, so multi-GB logs are fine. Rotated
+and copied logs come compressed: gzip, bzip2 and xz files (and stdin) are read as the text they
+hold, told by their first bytes, not their names. A directory stands for every file under it
+(a torchrun `--log-dir`, a folder of Slurm outputs), one verdict per file; the binary files
+found there (core dumps, checkpoints) are skipped and counted, not reported one by one.
+Exit codes: 0 every file was classified (even as `unknown`), 2 a path is missing or unreadable,
+or a read broke off (the verdict then covers the lines read before it; the other files are
+still reported).
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
+import gzip
+import io
 import json
+import lzma
+import os
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig
@@ -26,8 +38,119 @@ MAX_LINE_BYTES = 1 << 16
 SNIFF_BYTES = 8192
 
 
+#: Compressed forms a log is found in (gzip, bzip2, xz), by magic bytes: magic -> reader.
+_COMPRESSED: dict[bytes, Callable[[Any], io.BufferedIOBase]] = {
+    b"\x1f\x8b": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    b"BZh": bz2.BZ2File,
+    b"\xfd7zXZ\x00": lzma.LZMAFile,
+}
+#: Formats the standard library cannot read: named, so the error can say how to read them.
+_UNSUPPORTED = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc"), (b"\x04\x22\x4d\x18", "lz4", "lz4 -dc"))
+#: What a damaged or truncated compressed stream (or a failing disk) raises part way through.
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """One file's verdict. `error` says why the read broke off (the verdict is then of the lines
+    read before it); `binary` marks a file that holds no text."""
+
+    verdict: Verdict
+    error: str | None = None
+    binary: bool = False
+
+
+class _Guarded(io.RawIOBase):
+    """A stream whose read error ends it: every byte before a truncated archive's end (or a
+    failing disk's bad block) is still read, and `error` keeps what broke it off."""
+
+    def __init__(self, inner: io.BufferedIOBase) -> None:
+        self._inner = inner
+        self.error: BaseException | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.error is not None:
+            return 0
+        view = memoryview(buffer).cast("B")
+        try:
+            # read1: what one decompression step gives, before a later step finds the damage
+            data = self._inner.read1(len(view))
+        except _READ_ERRORS as exc:
+            self.error = exc
+            return 0
+        view[: len(data)] = data
+        return len(data)
+
+
+class _Rejoined(io.RawIOBase):
+    """The bytes sniffed from a stream's start, then the rest of it: stdin cannot seek back."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._head:
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+def open_log(raw: IO[bytes], name: str) -> io.BufferedIOBase:
+    """The text bytes `raw` holds: itself, or what its gzip/bzip2/xz compression holds. A format
+    the standard library cannot read is a ValueError that says how to read it instead."""
+    head = raw.read(8)
+    rejoined = io.BufferedReader(_Rejoined(head, raw))
+    for magic, opener in _COMPRESSED.items():
+        if head.startswith(magic):
+            return opener(rejoined)
+    for magic, kind, command in _UNSUPPORTED:
+        if head.startswith(magic):
+            raise ValueError(
+                f"{name} is {kind}-compressed, which triage cannot read itself: "
+                f"`{command} {name} | triage classify -`"
+            )
+    return rejoined
+
+
+def expand_paths(paths: list[str]) -> Iterator[tuple[str, str | None]]:
+    """Each FILE argument, and each file under a directory argument in name order with that
+    directory (a binary file found there is skipped, not reported). A directory with no file
+    is yielded itself, so that reading it says so."""
+    for path in paths:
+        if path == "-" or not os.path.isdir(path):
+            yield path, None
+            continue
+        found = False
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for file in sorted(files):
+                full = os.path.join(root, file)
+                if os.path.isfile(full):
+                    found = True
+                    yield full, path
+        if not found:
+            yield path, None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="log files; `-` reads stdin")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="log files (plain, gzip, bzip2 or xz) or directories of them; `-` reads stdin",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per file, one per line")
     add_config_args(parser, LogClassifierConfig)
 
@@ -44,25 +167,36 @@ def _lines(stream: IO[bytes], head: bytes) -> Iterator[str]:
         data = stream.readline(MAX_LINE_BYTES)
 
 
-def classify_stream(stream: IO[bytes], name: str, config: LogClassifierConfig) -> Verdict:
-    """Classify one byte stream; binary or empty input gives an `unknown` verdict that says so."""
+def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> LogRead:
+    """Classify one byte stream, compressed or not. Binary or empty input gives an `unknown`
+    verdict that says so; a read that breaks off (a truncated archive, a disk error) keeps the
+    verdict of the lines read before it. Raises ValueError for a compression it cannot read and
+    OSError where the stream cannot be read at all."""
+    guarded = _Guarded(open_log(raw, name))
+    stream = io.BufferedReader(guarded)
     head = stream.read(SNIFF_BYTES)
+    if not head and guarded.error is not None:
+        raise OSError(str(guarded.error)) from guarded.error
     if not head:
-        return Verdict(Category.UNKNOWN, 0.0, f"{name} is empty: nothing to classify")
+        return LogRead(Verdict(Category.UNKNOWN, 0.0, f"{name} is empty: nothing to classify"))
     if b"\0" in head:
-        return Verdict(
-            Category.UNKNOWN, 0.0, f"{name} looks binary (NUL bytes), not a text log: nothing classified"
-        )
+        summary = f"{name} looks binary (NUL bytes), not a text log: nothing classified"
+        return LogRead(Verdict(Category.UNKNOWN, 0.0, summary), binary=True)
+    classifier = LogClassifier(name, config)
     # Hand the sniffed bytes back to the line reader: whole lines now, the partial last one is
     # completed by the next read.
     cut = head.rfind(b"\n") + 1
     # split on newlines only, as the reader below does (and as `grep -n` numbers lines): a
     # carriage return inside a line is a progress bar's update, not a new line
-    lines = head[:cut].decode("utf-8", errors="replace").split("\n")[:-1]
-    classifier = LogClassifier(name, config)
-    classifier.feed_all(lines)
+    classifier.feed_all(head[:cut].decode("utf-8", errors="replace").split("\n")[:-1])
     classifier.feed_all(_lines(stream, head[cut:]))
-    return classifier.verdict()
+    if guarded.error is None:
+        return LogRead(classifier.verdict())
+    error = (
+        f"reading {name} broke off after line {classifier.lines} ({guarded.error}): the verdict "
+        f"is of the lines before it; copy the file again from its source to read the rest"
+    )
+    return LogRead(classifier.verdict(), error=error)
 
 
 def _record(name: str, verdict: Verdict, error: str | None = None) -> dict[str, Any]:
@@ -121,22 +255,31 @@ def run(args: argparse.Namespace) -> int:
 
         console = Console()
     status = EXIT_OK
-    for name in args.files:
-        error = None
+    skipped: dict[str, int] = {}
+    for name, directory in expand_paths(args.files):
         try:
             if name == "-":
-                verdict = classify_stream(sys.stdin.buffer, "<stdin>", config)
+                read = classify_stream(sys.stdin.buffer, "<stdin>", config)
             else:
                 with open(name, "rb") as stream:
-                    verdict = classify_stream(stream, name, config)
+                    read = classify_stream(stream, name, config)
+        except ValueError as exc:
+            read = LogRead(Verdict(Category.UNKNOWN, 0.0, str(exc)), error=str(exc))
         except OSError as exc:
+            why = "a directory with no file under it" if os.path.isdir(name) else exc.strerror or exc
+            error = f"cannot read {name}: {why}; check the path and permissions"
+            read = LogRead(Verdict(Category.UNKNOWN, 0.0, error), error=error)
+        if directory is not None and read.binary:
+            skipped[directory] = skipped.get(directory, 0) + 1
+            continue
+        if read.error:
             status = EXIT_USAGE
-            error = f"cannot read {name}: {exc.strerror or exc}; check the path and permissions"
-            verdict = Verdict(Category.UNKNOWN, 0.0, error)
-            print(f"triage classify: error: {error}", file=sys.stderr)
-        record = _record("<stdin>" if name == "-" else name, verdict, error)
+            print(f"triage classify: error: {read.error}", file=sys.stderr)
+        record = _record("<stdin>" if name == "-" else name, read.verdict, read.error)
         if args.json:
             print(json.dumps(record), flush=True)
         else:
             _print_human(console, record)
+    for directory, count in skipped.items():
+        print(f"triage classify: skipped {count} binary file(s) under {directory}", file=sys.stderr)
     return status
