@@ -1398,6 +1398,39 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "PyTorch was not built for this GPU architecture",
     ),
+    # the stack and the GPU do not fit: a feature the GPU's architecture lacks, or libraries
+    # built against other CUDA, cuDNN or NumPy versions than the ones installed
+    _s(
+        "stack-does-not-fit",
+        _C.ENVIRONMENT_ERROR,
+        "only support|doesn't support bf16|compiled with different cuda|mismatches the version"
+        "|cudnn version incompatibility|numpy 1.x|dtype size changed|ninja is required|cuda_home",
+        r"FlashAttention only supports? (?:Ampere|Turing|Hopper)\b.*GPUs? or newer"
+        r"|(?:Bfloat16|bf16) is only supported on GPUs with compute capability"
+        r"|Your setup doesn't support bf16"
+        r"|compiled with different CUDA (?:major )?versions"
+        r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile PyTorch"
+        r"|cuDNN version incompatibility"
+        r"|compiled using NumPy 1\.x cannot be run in\b"
+        r"|numpy\.dtype size changed, may indicate binary incompatibility"
+        r"|Ninja is required to load C\+\+ extensions"
+        r"|CUDA_HOME environment variable is not set",
+        0.8,
+        "the software stack does not fit this GPU or its other libraries",
+    ),
+    # a kernel's compiled configuration needs more on-chip memory than this GPU has; a C/CUDA
+    # build the toolchain could not finish (an extension built at first use, Inductor's gcc)
+    _s(
+        "build-toolchain-failed",
+        _C.ENVIRONMENT_ERROR,
+        "outofresources|nvcc|calledprocesserror",
+        r"OutOfResources: out of resource: shared memory"
+        r"|error: command '\S*nvcc' failed with exit (?:code|status)"
+        # Inductor's and an extension's compiler run (the line under `BackendCompilerFailed`)
+        r"|CalledProcessError: Command '\['\S*/(?:gcc|g\+\+|cc|c\+\+|clang\+*|nvcc|hipcc)'",
+        0.65,
+        "a kernel or extension could not be built for this machine",
+    ),
     _s(
         "driver-insufficient",
         _C.ENVIRONMENT_ERROR,
@@ -1410,8 +1443,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "no-cuda-device",
         _C.ENVIRONMENT_ERROR,
-        "cuda|hiperror|rocm-capable|ptx",
+        "cuda|hiperror|rocm-capable|ptx|no gpus found",
         r"no CUDA-capable device is detected|Torch not compiled with CUDA enabled"
+        r"|No CUDA GPUs are available|ProcessGroupNCCL is only supported with GPUs, no GPUs found"
         # a device held by another process (exclusive compute mode), ROCm's missing device or
         # driver, a driver too old for the toolkit's PTX or its forward compatibility
         r"|CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy"
@@ -1542,11 +1576,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "import-error",
         _C.ENVIRONMENT_ERROR,
-        "importerror",
+        "importerror|failed to import",
         # an import the installed packages cannot satisfy (a missing optional dependency, a
         # name a version does not have); not a circular import of the script's own modules
         r"^(?:[\w.]+\.)?ImportError: (?!.*(?:partially initialized module|sys\.meta_path is None"
-        r"|attempted relative import))\S",
+        r"|attempted relative import))\S"
+        # Transformers' lazy import, re-raised as a RuntimeError naming the module it could not load
+        r"|RuntimeError: Failed to import [\w.]+ because of the following error",
         0.55,
         "a Python import failed (a missing or mismatched package)",
     ),

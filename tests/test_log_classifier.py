@@ -2488,6 +2488,89 @@ _ROUNDS_23_24 = [
 ]
 
 
+#: The stack that does not fit the GPU or itself, in the canonical forms the libraries print
+#: (written from their sources' messages, not from the corpus), and what those words must not
+#: claim: a dtype the kernel refuses is the code's choice; a lost GPU stays the cause of the
+#: "no GPUs" its ranks print afterwards.
+_STACK_FITS = [
+    (["RuntimeError: FlashAttention only supports Ampere GPUs or newer."], C.ENVIRONMENT_ERROR),
+    (["RuntimeError: FlashAttention only support fp16 and bf16 data type"], C.UNKNOWN),
+    (
+        [
+            "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+            "Your Tesla V100-SXM2-32GB GPU has compute capability 7.0."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "RuntimeError: Detected that PyTorch and torchvision were compiled with different CUDA major versions."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: The detected CUDA version (12.1) mismatches the version that was used to "
+            "compile PyTorch (11.8). Please make sure to use the same CUDA versions."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2)"],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["A module that was compiled using NumPy 1.x cannot be run in", "NumPy 2.0.0 as it may crash."],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["ValueError: numpy.dtype size changed, may indicate binary incompatibility."], C.ENVIRONMENT_ERROR),
+    (["RuntimeError: Ninja is required to load C++ extensions"], C.ENVIRONMENT_ERROR),
+    (["OSError: CUDA_HOME environment variable is not set. Please set it"], C.ENVIRONMENT_ERROR),
+    (["error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 101376."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+            "CalledProcessError: Command '['/usr/bin/gcc', 'x.c']' returned non-zero exit status 1.",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "subprocess.CalledProcessError: Command '['python', 'prepare.py']' returned non-zero exit status 1."
+        ],
+        C.UNKNOWN,  # a script the job ran, not a compiler
+    ),
+    (["RuntimeError: No CUDA GPUs are available"], C.ENVIRONMENT_ERROR),
+    (["RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+            "[rank1]: RuntimeError: No CUDA GPUs are available",
+        ],
+        C.GPU_FALLEN_OFF_BUS,
+    ),
+    (
+        [
+            "RuntimeError: Failed to import transformers.models.llama.modeling_llama because of the "
+            "following error (look up to see its traceback):"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "category"), _STACK_FITS)
+def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
+    assert classify_lines(lines).category is category
+
+
 @pytest.mark.parametrize(
     ("lines", "category"),
     _ROUNDS_11_12
