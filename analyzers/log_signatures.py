@@ -573,7 +573,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "io-error",
         _C.STORAGE_ERROR,
         "input/output error|errno 5",
-        r"Input/output error|\[Errno 5\]",
+        # not an RDMA library's completion error (libfabric's fi_cq_read, verbs, UCX): the network
+        r"^(?!.*(?:\bfi_\w+|\bibv_\w+|\bEFA\b|\bUCX\b)).*(?:Input/output error|\[Errno 5\])",
         0.8,
         "filesystem I/O error",
     ),
@@ -938,6 +939,20 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Call to ibv_\w+ failed with error",
         0.85,
         "an InfiniBand verbs call failed",
+    ),
+    # the same transport failures as UCX (Open MPI's pml_ucx, NCCL's UCX plugin) and libfabric
+    # (AWS EFA) report them
+    _s(
+        "rdma-transport-failed",
+        _C.NETWORK_ERROR,
+        "ucx|ucp_ep_create|completion queue|fi_cq_read",
+        r"\bUCX\s+ERROR\s+(?:ibv_\w+\(.*\) failed|.*\b(?:Destination is unreachable|Connection reset by remote peer"
+        r"|Endpoint timeout|Input/output error))"
+        r"|ucp_ep_create\(.*\) failed: Destination is unreachable"
+        r"|Error in completion queue: (?:Remote unreachable|Input/output error|Connection refused)"
+        r"|\bfi_cq_read failed: Input/output error",
+        0.75,
+        "the RDMA transport (UCX, libfabric/EFA) failed between nodes",
     ),
     _s(
         "nic-link-down",
@@ -1430,6 +1445,17 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|CalledProcessError: Command '\['\S*/(?:gcc|g\+\+|cc|c\+\+|clang\+*|nvcc|hipcc)'",
         0.65,
         "a kernel or extension could not be built for this machine",
+    ),
+    # NCCL cannot set itself up on this machine: no network interface it may use (a wrong
+    # NCCL_SOCKET_IFNAME), no CUDA driver it can load
+    _s(
+        "nccl-setup-env",
+        _C.ENVIRONMENT_ERROR,
+        "no socket interface|no usable listening interface|load cuda driver failed",
+        r"NCCL WARN Bootstrap : no socket interface found|NET/Socket : No usable listening interface found"
+        r"|NCCL WARN Trying to load CUDA driver failed",
+        0.75,
+        "NCCL found no network interface or CUDA driver it can use on this machine",
     ),
     _s(
         "driver-insufficient",

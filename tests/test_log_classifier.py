@@ -2566,7 +2566,29 @@ _STACK_FITS = [
 ]
 
 
-@pytest.mark.parametrize(("lines", "category"), _STACK_FITS)
+#: RDMA transports other than NCCL's own verbs (UCX, libfabric/EFA) and NCCL unable to set up:
+#: an RDMA library's "Input/output error" is the network's, not the filesystem's.
+_TRANSPORTS = [
+    (["UCX  ERROR   ibv_create_qp(...) failed: Cannot allocate memory"], C.NETWORK_ERROR),
+    (
+        ["[node1:12345] pml_ucx.c:419 Error: ucp_ep_create(proc=3) failed: Destination is unreachable"],
+        C.NETWORK_ERROR,
+    ),
+    (
+        [
+            "libfabric:12345:1694:efa:cq:efa_rdm_cq_proc_ep_error(): Error in completion queue: Remote unreachable"
+        ],
+        C.NETWORK_ERROR,
+    ),
+    (["FI_EFA_USE_DEVICE_RDMA: fi_cq_read failed: Input/output error"], C.NETWORK_ERROR),
+    (["OSError: [Errno 5] Input/output error: '/lustre/ckpt/step_900'"], C.STORAGE_ERROR),
+    (["node3:88:88 [0] NCCL WARN Bootstrap : no socket interface found"], C.ENVIRONMENT_ERROR),
+    (["node3:88:88 [0] NCCL WARN NET/Socket : No usable listening interface found"], C.ENVIRONMENT_ERROR),
+    (["node3:88:88 [0] NCCL WARN Trying to load CUDA driver failed"], C.ENVIRONMENT_ERROR),
+]
+
+
+@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS)
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
 
