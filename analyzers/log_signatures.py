@@ -604,6 +604,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "the NFS server stopped responding",
     ),
     _s("kernel-panic", _C.NODE_FAILURE, "kernel panic", r"Kernel panic - not syncing", 0.9, "kernel panic"),
+    # the host's own hardware failing: an uncorrected machine check or DIMM error takes the node
+    # down or poisons its memory (a corrected one is logged and lived with: not read here)
+    _s(
+        "host-hardware-uncorrected",
+        _C.NODE_FAILURE,
+        "hardware error|ue ",
+        r"\[Hardware Error\]:.*\b(?:Uncorrected|Fatal|PCC)\b|\bEDAC \S+: \d+ UE\b",
+        0.75,
+        "the host's CPU or memory reported an uncorrected hardware error",
+    ),
     _s(
         "ray-node-dead",
         _C.NODE_FAILURE,
@@ -1957,6 +1967,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "the gradient norm became NaN/Inf",
     ),
     _s(
+        "metric-input-nonfinite",
+        _C.NUMERICAL_INSTABILITY,
+        "contains nan",
+        # scikit-learn's metrics on a model's outputs: the outputs went NaN or Inf
+        r"Input contains NaN, infinity or a value too large for dtype",
+        0.7,
+        "the model's outputs became NaN or Inf (a metric refused them)",
+    ),
+    _s(
         "loss-is-nan",
         _C.NUMERICAL_INSTABILITY,
         "nan",
@@ -2032,6 +2051,18 @@ SIGNATURES: tuple[Signature, ...] = (
         r"ArrowInvalid: offset overflow while concatenating arrays",
         0.75,
         "the dataset's column outgrew one Arrow array (too large a dataset or sample)",
+    ),
+    _s(
+        "data-file-corrupt",
+        _C.DATA_PIPELINE_ERROR,
+        "parquet magic|readerror|tar file truncated",
+        # a dataset shard cut short or not what its name says: Arrow's Parquet reader, a
+        # WebDataset or tar shard
+        r"ArrowInvalid: Parquet magic bytes not found|Parquet magic bytes not found in footer"
+        r"|tarfile\.ReadError: (?:unexpected end of data|truncated header|invalid header|empty file)"
+        r"|\btar file truncated",
+        0.75,
+        "a data file is corrupt or truncated",
     ),
     _s(
         "image-decode",

@@ -2588,7 +2588,40 @@ _TRANSPORTS = [
 ]
 
 
-@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS)
+#: A shard cut short, outputs gone NaN seen by a metric, the host's own hardware failing (the
+#: corrected errors a host logs and lives with are not failures).
+_DATA_AND_HOST = [
+    (
+        ["pyarrow.lib.ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted"],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (["tarfile.ReadError: unexpected end of data"], C.DATA_PIPELINE_ERROR),
+    (
+        ["ValueError: Input contains NaN, infinity or a value too large for dtype('float32')."],
+        C.NUMERICAL_INSTABILITY,
+    ),
+    (
+        ["Jan  1 00:00:00 gpu7 kernel: EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#0_DIMM#0"],
+        C.NODE_FAILURE,
+    ),
+    (
+        ["Jan  1 00:00:00 gpu7 kernel: EDAC MC0: 3 CE memory read error on CPU_SrcID#0_Ha#0_Chan#0_DIMM#0"],
+        C.UNKNOWN,
+    ),
+    (["mce: [Hardware Error]: Machine check events logged"], C.UNKNOWN),
+    (
+        ["mce: [Hardware Error]: PROCESSOR 0:50654 TIME 1 SOCKET 0 APIC 0 microcode 2006906 Uncorrected"],
+        C.NODE_FAILURE,
+    ),
+]
+
+
+def test_the_hosts_uncorrected_hardware_error_names_its_node():
+    verdict = classify_lines(["Jan  1 00:00:00 gpu7 kernel: EDAC MC0: 1 UE memory read error on DIMM#0"])
+    assert (verdict.category, verdict.culprit.node) == (C.NODE_FAILURE, "gpu7")
+
+
+@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST)
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
 
