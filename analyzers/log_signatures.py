@@ -165,11 +165,54 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "NVSwitch error (SXid)",
     ),
+    # DCGM's health watch and diagnostic (dcgmi health / dcgmi diag) in its own words: what it
+    # found on which GPU
+    _s(
+        "dcgm-gpu-memory",
+        _C.GPU_MEMORY_ERROR,
+        "retired page|faulty memory|double-bit ecc|row remap|rows were remapped",
+        r"A pending retired page has been detected in GPU \d+|retired pages have been detected in GPU \d+"
+        r"|retired pages due to DBEs have been detected|Pending page retirements together with a DBE"
+        r"|Found \d+ faulty memory elements on GPU \d+|CUDA APIs have indicated that a double-bit ECC error"
+        r"|GPU \d+ had (?:uncorrectable )?memory errors and (?:\d+ rows were remapped|row remappings are pending)",
+        0.8,
+        "DCGM found GPU memory errors (retired pages, remapped rows, faulty memory)",
+    ),
+    _s(
+        "dcgm-memory-mismatch",
+        _C.SILENT_DATA_CORRUPTION,
+        "memory mismatch|miscompare",
+        r"A memory mismatch was detected on GPU \d+, but no error was reported|Detected a miscompare failure in the L1 cache",
+        0.8,
+        "DCGM found the GPU computing or storing wrong values with no error reported",
+    ),
+    _s(
+        "dcgm-nvlink",
+        _C.NVLINK_ERROR,
+        "nvlink",
+        r"NvLink errors on GPU \d+'s NVLink|NvLink errors found occuring per second on GPU"
+        r"|GPU \d+'s NvLink link \d+ is currently down|Only \d+ NvLinks are up out of the expected"
+        r"|Detected fatal errors on NvSwitch \d+ link|NvSwitch physical ID \d+'s NvLink port \d+ is currently down"
+        r"|NVSwitch \d+'s NvLink \d+ is down",
+        0.8,
+        "DCGM found NVLink or NVSwitch link errors",
+    ),
+    _s(
+        "dcgm-pcie",
+        _C.PCIE_ERROR,
+        "pcie replays|pci link|pcie replay violation",
+        r"Detected more than \d+ PCIe replays per minute for GPU|host-side PCIe replay violation"
+        r"|is running at PCI link (?:generation|width) \d+X?, which is below the minimum",
+        0.75,
+        "DCGM found the GPU's PCIe link degraded (replays, a lower generation or width)",
+    ),
     _s(
         "dcgm-thermal-violation",
         _C.GPU_THROTTLING,
-        "violation",
-        r"clocks event due to (?:thermal|power) violation|thermal violation",
+        "violation|user-specified maximum",
+        r"clocks event due to (?:thermal|power) violation|thermal violation"
+        r"|Detected clock throttling due to (?:thermal|power) violation in GPU"
+        r"|Temperature \d+ of GPU \d+ exceeded user-specified maximum",
         0.8,
         "clock slowdown from a thermal/power violation",
     ),
@@ -2209,8 +2252,10 @@ IMMEDIATE_XIDS = frozenset(
 
 #: `NVRM: Xid (PCI:0000:3b:00): 79, ...`; also no `PCI:` prefix, MIG `GPU-I:nn` and `Xid 79`.
 XID_RE = re.compile(
-    r"\bS?Xid\b\s*(?:\((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
-    r"(?:\.\d)?)?[^)]*\))?\s*:?\s*(?P<code>\d{1,3})\b"
+    r"(?:\bS?Xid\b\s*(?:\((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+    r"(?:\.\d)?)?[^)]*\))?\s*:?\s*"
+    # DCGM's health watch and diagnostic: "Detected XID 79 for GPU 2", "an uncontained error (XID 95)"
+    r"|\bDetected XID |\(XID (?=\d+\)))(?P<code>\d{1,3})\b"
 )
 
 #: The driver's tag on an Xid raised in the wake of another (`45, ... Ch 00000001 caused by previous

@@ -2621,7 +2621,37 @@ def test_the_hosts_uncorrected_hardware_error_names_its_node():
     assert (verdict.category, verdict.culprit.node) == (C.NODE_FAILURE, "gpu7")
 
 
-@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST)
+#: DCGM's health watch and diagnostic (`dcgmi health -c`, `dcgmi diag -r 3`), in the format strings
+#: of its dcgm_errors.h: an Xid it reports goes through the Xid table like the driver's own.
+_DCGM = [
+    (["Detected XID 79 for GPU 2"], C.GPU_FALLEN_OFF_BUS),
+    (["GPU had an uncontained error (XID 95)"], C.GPU_MEMORY_ERROR),
+    (["A pending retired page has been detected in GPU 4."], C.GPU_MEMORY_ERROR),
+    (["GPU 5 had uncorrectable memory errors and 3 rows were remapped"], C.GPU_MEMORY_ERROR),
+    (["Found 12 faulty memory elements on GPU 1"], C.GPU_MEMORY_ERROR),
+    (
+        ["A memory mismatch was detected on GPU 6, but no error was reported by CUDA or NVML."],
+        C.SILENT_DATA_CORRUPTION,
+    ),
+    (
+        ["Detected 120 CRC FLIT NvLink errors on GPU 3's NVLink which exceeds threshold of 100"],
+        C.NVLINK_ERROR,
+    ),
+    (["Only 10 NvLinks are up out of the expected 18"], C.NVLINK_ERROR),
+    (["Detected more than 8 PCIe replays per minute for GPU 0 : 35"], C.PCIE_ERROR),
+    (["Detected clock throttling due to thermal violation in GPU 7."], C.GPU_THROTTLING),
+    (["Temperature 95 of GPU 3 exceeded user-specified maximum allowed temperature 87"], C.GPU_THROTTLING),
+]
+
+
+def test_dcgms_xid_report_names_the_gpu():
+    verdict = classify_lines(
+        ["Detected XID 79 for GPU 2", "[rank1]: Watchdog caught collective operation timeout"]
+    )
+    assert (verdict.category, verdict.culprit.gpu) == (C.GPU_FALLEN_OFF_BUS, 2)
+
+
+@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM)
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
 
