@@ -2162,6 +2162,36 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "autograd / DDP misuse",
     ),
+    # the script uses CUDA or torch.distributed in an order they do not allow: the code's bug on
+    # every run, whatever the machine
+    _s(
+        "distributed-api-misuse",
+        _C.USER_CODE_ERROR,
+        "re-initialize cuda|cuda is already initialized|process group has not been initialized"
+        "|same model across all ranks",
+        r"Cannot re-initialize CUDA in forked subprocess|can't create new processes if CUDA is already initialized"
+        r"|Default process group has not been initialized|DDP expects same model across all ranks",
+        0.8,
+        "CUDA or torch.distributed used in an order they do not allow",
+    ),
+    # Lightning's refusal of a configuration: the trainer's arguments; where it names GPUs the
+    # machine does not have, the machine does not fit the job
+    _s(
+        "lightning-misconfiguration",
+        _C.USER_CODE_ERROR,
+        "misconfigurationexception",
+        r"MisconfigurationException:\s*\S",
+        0.7,
+        "Lightning refused the trainer's configuration",
+    ),
+    _s(
+        "requested-gpus-missing",
+        _C.ENVIRONMENT_ERROR,
+        "but your machine only has|no supported gpu backend",
+        r"You requested gpus?:? .* But your machine only has|No supported gpu backend found",
+        0.75,
+        "the job asks for GPUs this machine does not have",
+    ),
     _s(
         "python-exception",
         _C.USER_CODE_ERROR,

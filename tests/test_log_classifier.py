@@ -2644,6 +2644,38 @@ _DCGM = [
 ]
 
 
+#: CUDA or torch.distributed used in an order they refuse, and Lightning's refusals: the code's
+#: (or the trainer arguments') bug, except where the machine lacks the GPUs asked for.
+_MISUSE = [
+    (
+        ["RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing"],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["RuntimeError: Default process group has not been initialized, please make sure to call"],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["RuntimeError: Lightning can't create new processes if CUDA is already initialized."],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["pytorch_lightning.utilities.exceptions.MisconfigurationException: `max_epochs` must be positive"],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1] But your machine only has: [0]"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["pytorch_lightning.utilities.exceptions.MisconfigurationException: No supported gpu backend found!"],
+        C.ENVIRONMENT_ERROR,
+    ),
+]
+
+
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
         ["Detected XID 79 for GPU 2", "[rank1]: Watchdog caught collective operation timeout"]
@@ -2651,7 +2683,7 @@ def test_dcgms_xid_report_names_the_gpu():
     assert (verdict.category, verdict.culprit.gpu) == (C.GPU_FALLEN_OFF_BUS, 2)
 
 
-@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM)
+@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM + _MISUSE)
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
 
