@@ -312,6 +312,16 @@ _FRAME_CONTEXTS = (
             re.IGNORECASE,
         ),
     ),
+    # inside the streaming dataset libraries' own files (MosaicML Streaming, LitData): a Python
+    # exception there (shared memory a killed run left behind, a shard index it cannot read) is
+    # the input pipeline's, whatever the code around it
+    _FrameContext(
+        re.compile(r"(?!)"),
+        Category.DATA_PIPELINE_ERROR,
+        frozenset({"python-exception"}),
+        "the streaming dataset",
+        path=re.compile(r"[/\\](?:streaming[/\\]base|litdata[/\\]streaming)[/\\]"),
+    ),
     # the process group's set-up: its store barrier, the rendezvous handlers
     _FrameContext(
         re.compile(r"_store_based_barrier|\w*rendezvous\w*|_create_c10d_store"),

@@ -932,7 +932,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "gloo-store-wait-timeout",
         _C.RENDEZVOUS_ERROR,
         "wait timeout",
-        r"Wait timeout after \d+ seconds for key\(s\)",
+        r"Wait timeout (?:after \d+ seconds )?for key\(s\)",
         0.8,
         "the peers never published their addresses in the rendezvous store",
     ),
@@ -1472,13 +1472,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "stack-does-not-fit",
         _C.ENVIRONMENT_ERROR,
         "only support|doesn't support bf16|compiled with different cuda|mismatches the version"
-        "|cudnn version incompatibility|numpy 1.x|dtype size changed|ninja is required|cuda_home",
+        "|cudnn version incompatibility|loaded runtime cudnn|numpy 1.x|dtype size changed|ninja is required|cuda_home",
         r"FlashAttention only supports? (?:Ampere|Turing|Hopper)\b.*GPUs? or newer"
         r"|(?:Bfloat16|bf16) is only supported on GPUs with compute capability"
         r"|Your setup doesn't support bf16"
         r"|compiled with different CUDA (?:major )?versions"
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile PyTorch"
-        r"|cuDNN version incompatibility"
+        r"|cuDNN version incompatibility|Loaded runtime CuDNN library: [\d.]+ but source was compiled with"
         r"|compiled using NumPy 1\.x cannot be run in\b"
         r"|numpy\.dtype size changed, may indicate binary incompatibility"
         r"|Ninja is required to load C\+\+ extensions"
@@ -1729,7 +1729,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "not found in checkpoint",
         # TF's own forms: after NotFoundError, or alone on a line above its RestoreV2 node; not
         # a loader's warning that skips a key ("Key optimizer not found in checkpoint state, ...")
-        r"(?-i:NotFoundError\b.*\bKey \S+ not found in checkpoint|^\s*Key \S+ not found in checkpoint\s*$)",
+        r"(?-i:NotFoundError\b.*\bKey \S+ not found in checkpoint|^\s*Key \S+ not found in checkpoint\s*$"
+        # the restore op's own warning, one per missing variable, before the error it raises
+        r"|[\]:] Not found: Key \S+ not found in checkpoint)",
         0.85,
         "the checkpoint does not match the model (a variable not found in it)",
     ),
@@ -2198,7 +2200,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "error",
         r"^(?:[\w.]+\.)?(?:KeyError|IndexError|ValueError|TypeError|AttributeError|NameError"
         r"|AssertionError|ZeroDivisionError|NotImplementedError|FileNotFoundError"
-        r"|UnboundLocalError|SyntaxError|IsADirectoryError)\b:\s*\S",
+        r"|UnboundLocalError|SyntaxError|IsADirectoryError|FileExistsError)\b:\s*\S",
         0.7,
         "a Python exception in the training code",
     ),

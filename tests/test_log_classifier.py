@@ -2676,6 +2676,59 @@ _MISUSE = [
 ]
 
 
+#: Round 42's families, each in a form other than the log it came from.
+_ROUND_42 = [
+    (
+        [
+            "terminate called after throwing an instance of 'gloo::IoException'",
+            "  what():  [horovod/common/gloo/http_store.cc:53] Wait timeout for key(s): 3",
+        ],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        [
+            "2019-01-01 00:00:00.0: W tensorflow/core/framework/op_kernel.cc:1401] OP_REQUIRES failed at "
+            "save_restore_v2_ops.cc:184 : Not found: Key dense/kernel/Adam not found in checkpoint"
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "E0101 cuda_dnn.cc:427] Loaded runtime CuDNN library: 8.9.4 but source was compiled with: 9.1.0.  "
+            "CuDNN library needs to have matching major version"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3/site-packages/streaming/base/shared/memory.py", line 41, in __init__',
+            "    shm = BuiltinSharedMemory(name, create, size)",
+            "FileExistsError: [Errno 17] File exists: '/000003_barrier'",
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/ws/train.py", line 80, in save_checkpoint',
+            "    os.makedirs(path)",
+            "FileExistsError: [Errno 17] File exists: '/ckpt/step_300'",
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/ws/prepare.py", line 12, in main',
+            "    os.mkdir(out)",
+            "FileExistsError: [Errno 17] File exists: 'out'",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+]
+
+
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
         ["Detected XID 79 for GPU 2", "[rank1]: Watchdog caught collective operation timeout"]
@@ -2683,7 +2736,9 @@ def test_dcgms_xid_report_names_the_gpu():
     assert (verdict.category, verdict.culprit.gpu) == (C.GPU_FALLEN_OFF_BUS, 2)
 
 
-@pytest.mark.parametrize(("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM + _MISUSE)
+@pytest.mark.parametrize(
+    ("lines", "category"), _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM + _MISUSE + _ROUND_42
+)
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
 
