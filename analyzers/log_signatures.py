@@ -989,9 +989,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "ibv-call-failed",
         _C.NETWORK_ERROR,
         "ibv_",
-        r"Call to ibv_\w+ failed with error",
+        # not the set-up calls that fail for the host's limits (below)
+        r"Call to ibv_(?!create_qp|create_cq|reg_mr|reg_dmabuf_mr|alloc_pd)\w+ failed with error",
         0.85,
         "an InfiniBand verbs call failed",
+    ),
+    # verbs resources the process may not have: a queue pair or a memory registration refused
+    # for the locked-memory limit (a container's `ulimit -l`) or GPUDirect RDMA's missing
+    # peer-memory module (`ibv_reg_mr ... Bad address`): the node's set-up, not the fabric
+    _s(
+        "ibv-setup-refused",
+        _C.ENVIRONMENT_ERROR,
+        "ibv_",
+        r"Call to ibv_(?:create_qp|create_cq|reg_mr|reg_dmabuf_mr|alloc_pd)\w* failed"
+        r"|\bUCX\s+ERROR\s+ibv_(?:create_qp|create_cq|reg_mr|alloc_pd)\w*\(.*\) failed",
+        0.75,
+        "the host refused InfiniBand verbs resources (locked-memory limit, no GPUDirect RDMA module)",
     ),
     # the same transport failures as UCX (Open MPI's pml_ucx, NCCL's UCX plugin) and libfabric
     # (AWS EFA) report them
@@ -999,7 +1012,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "rdma-transport-failed",
         _C.NETWORK_ERROR,
         "ucx|ucp_ep_create|completion queue|fi_cq_read",
-        r"\bUCX\s+ERROR\s+(?:ibv_\w+\(.*\) failed|.*\b(?:Destination is unreachable|Connection reset by remote peer"
+        r"\bUCX\s+ERROR\s+(?:ibv_(?!create_qp|create_cq|reg_mr|alloc_pd)\w+\(.*\) failed|.*\b(?:Destination is unreachable|Connection reset by remote peer"
         r"|Endpoint timeout|Input/output error))"
         r"|ucp_ep_create\(.*\) failed: Destination is unreachable"
         r"|Error in completion queue: (?:Remote unreachable|Input/output error|Connection refused)"
@@ -1244,6 +1257,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"CUDA error: (?:unknown error|an? \w+ error was encountered)",
         0.55,
         "CUDA error",
+    ),
+    # a kernel the driver's watchdog killed for running too long (a GPU that also drives a
+    # display, or a kernel that never ends): CUDA's fault, not the hardware's
+    _s(
+        "launch-timeout",
+        _C.CUDA_ERROR,
+        "launch_timeout|launch timed out|launchtimeout",
+        r"CUDA_ERROR_LAUNCH_TIMEOUT|the launch timed out and was terminated|cudaErrorLaunchTimeout",
+        0.75,
+        "a kernel ran past the driver's watchdog limit and was killed",
     ),
     _s(
         "cuda-error-other",
@@ -1504,9 +1527,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "nccl-setup-env",
         _C.ENVIRONMENT_ERROR,
-        "no socket interface|no usable listening interface|load cuda driver failed",
+        "no socket interface|no usable listening interface|load cuda driver failed|error: network",
         r"NCCL WARN Bootstrap : no socket interface found|NET/Socket : No usable listening interface found"
-        r"|NCCL WARN Trying to load CUDA driver failed",
+        r"|NCCL WARN Trying to load CUDA driver failed"
+        # NCCL_NET names a network whose plugin is not installed
+        r"|NCCL WARN Error: network .+ not found",
         0.75,
         "NCCL found no network interface or CUDA driver it can use on this machine",
     ),
@@ -2193,6 +2218,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"You requested gpus?:? .* But your machine only has|No supported gpu backend found",
         0.75,
         "the job asks for GPUs this machine does not have",
+    ),
+    # a bare `assert` that failed, closing a traceback with no message
+    _s(
+        "bare-assertion",
+        _C.USER_CODE_ERROR,
+        "assertionerror",
+        r"^(?:[\w.]+\.)?AssertionError\s*$",
+        0.6,
+        "an assertion in the training code failed",
     ),
     _s(
         "python-exception",

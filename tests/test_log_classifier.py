@@ -2569,7 +2569,16 @@ _STACK_FITS = [
 #: RDMA transports other than NCCL's own verbs (UCX, libfabric/EFA) and NCCL unable to set up:
 #: an RDMA library's "Input/output error" is the network's, not the filesystem's.
 _TRANSPORTS = [
-    (["UCX  ERROR   ibv_create_qp(...) failed: Cannot allocate memory"], C.NETWORK_ERROR),
+    (["UCX  ERROR   ibv_post_send(...) failed: Input/output error"], C.NETWORK_ERROR),
+    # verbs set-up refused for the host's limits or its missing GPUDirect module: the node's set-up
+    (["UCX  ERROR   ibv_create_qp(...) failed: Cannot allocate memory"], C.ENVIRONMENT_ERROR),
+    (["node3:88:90 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed"], C.ENVIRONMENT_ERROR),
+    (["node3:88:90 [4] NCCL WARN Call to ibv_reg_mr failed with error Bad address"], C.ENVIRONMENT_ERROR),
+    (
+        ["node3:88:90 [4] NCCL WARN Call to ibv_modify_qp failed with error Connection timed out"],
+        C.NETWORK_ERROR,
+    ),
+    (["nid001:1:1 [0] net.cc:626 NCCL WARN Error: network IB not found."], C.ENVIRONMENT_ERROR),
     (
         ["[node1:12345] pml_ucx.c:419 Error: ucp_ep_create(proc=3) failed: Destination is unreachable"],
         C.NETWORK_ERROR,
@@ -2726,6 +2735,24 @@ _ROUND_42 = [
         ],
         C.USER_CODE_ERROR,
     ),
+]
+
+
+_ROUND_42 += [
+    (
+        [
+            "Traceback (most recent call last):",
+            '  File "/ws/model.py", line 42, in __init__',
+            "    assert num_samples > 0",
+            "AssertionError",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["E external/stream_executor/cuda/cuda_event.cc:48] CUDA_ERROR_LAUNCH_TIMEOUT: the launch timed out"],
+        C.CUDA_ERROR,
+    ),
+    (["RuntimeError: CUDA error: the launch timed out and was terminated"], C.CUDA_ERROR),
 ]
 
 
