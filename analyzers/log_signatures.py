@@ -170,8 +170,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "dcgm-gpu-memory",
         _C.GPU_MEMORY_ERROR,
-        "retired page|faulty memory|double-bit ecc|row remap|rows were remapped",
-        r"A pending retired page has been detected in GPU \d+|retired pages have been detected in GPU \d+"
+        "retired pages|page retirements|faulty memory|double-bit ecc|row remap|rows were remapped",
+        # not "A pending retired page has been detected": DCGM says that GPU can go on working
+        r"retired pages have been detected in GPU \d+"
         r"|retired pages due to DBEs have been detected|Pending page retirements together with a DBE"
         r"|Found \d+ faulty memory elements on GPU \d+|CUDA APIs have indicated that a double-bit ECC error"
         r"|GPU \d+ had (?:uncorrectable )?memory errors and (?:\d+ rows were remapped|row remappings are pending)",
@@ -189,8 +190,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "dcgm-nvlink",
         _C.NVLINK_ERROR,
-        "nvlink",
-        r"NvLink errors on GPU \d+'s NVLink|NvLink errors found occuring per second on GPU"
+        "nvlink|nvswitch",
+        # errors where there should be none, or too many per second; not the count above a
+        # threshold, which DCGM says the link can carry on with
+        r"NvLink errors on GPU \d+'s NVLink \(should be 0\)|NvLink errors found occuring per second on GPU"
         r"|GPU \d+'s NvLink link \d+ is currently down|Only \d+ NvLinks are up out of the expected"
         r"|Detected fatal errors on NvSwitch \d+ link|NvSwitch physical ID \d+'s NvLink port \d+ is currently down"
         r"|NVSwitch \d+'s NvLink \d+ is down",
@@ -616,8 +619,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "io-error",
         _C.STORAGE_ERROR,
         "input/output error|errno 5",
-        # not an RDMA library's completion error (libfabric's fi_cq_read, verbs, UCX): the network
-        r"^(?!.*(?:\bfi_\w+|\bibv_\w+|\bEFA\b|\bUCX\b)).*(?:Input/output error|\[Errno 5\])",
+        # not an RDMA library's failed call (libfabric's fi_*, verbs' ibv_*, UCX, NCCL's net
+        # plugins): the network's; a path that merely holds those letters is still a file
+        r"^(?!.*(?:\b(?:fi|ibv)_\w+(?:\(\S*\))? failed\b|\bUCX\s+(?:ERROR|WARN)\b|\bNET/(?:OFI|IB)\b))"
+        r".*(?:Input/output error|\[Errno 5\])",
         0.8,
         "filesystem I/O error",
     ),
@@ -652,8 +657,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "host-hardware-uncorrected",
         _C.NODE_FAILURE,
-        "hardware error|ue ",
-        r"\[Hardware Error\]:.*\b(?:Uncorrected|Fatal|PCC)\b|\bEDAC \S+: \d+ UE\b",
+        "hardware error| ue ",
+        # fatal or context-corrupting only: an uncorrected error of severity "recoverable" is
+        # survived (the kernel kills the process that touched it)
+        r"\[Hardware Error\]:.*\b(?:severity: fatal|System Fatal|PCC)\b|\bEDAC \S+: \d+ UE\b",
         0.75,
         "the host's CPU or memory reported an uncorrected hardware error",
     ),
@@ -1002,23 +1009,22 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.ENVIRONMENT_ERROR,
         "ibv_",
         r"Call to ibv_(?:create_qp|create_cq|reg_mr|reg_dmabuf_mr|alloc_pd)\w* failed"
-        r"|\bUCX\s+ERROR\s+ibv_(?:create_qp|create_cq|reg_mr|alloc_pd)\w*\(.*\) failed",
+        r"|\bUCX\s+ERROR\s+ibv_(?:\w+\(.*\) failed: Cannot allocate memory|(?:create_qp|create_cq|reg_mr|alloc_pd)\w*\(.*\) failed)",
         0.75,
         "the host refused InfiniBand verbs resources (locked-memory limit, no GPUDirect RDMA module)",
     ),
-    # the same transport failures as UCX (Open MPI's pml_ucx, NCCL's UCX plugin) and libfabric
-    # (AWS EFA) report them
+    # the same transport failures as UCX reports them (Open MPI's pml_ucx, NCCL's UCX plugin)
     _s(
         "rdma-transport-failed",
         _C.NETWORK_ERROR,
-        "ucx|ucp_ep_create|completion queue|fi_cq_read",
-        r"\bUCX\s+ERROR\s+(?:ibv_(?!create_qp|create_cq|reg_mr|alloc_pd)\w+\(.*\) failed|.*\b(?:Destination is unreachable|Connection reset by remote peer"
-        r"|Endpoint timeout|Input/output error))"
-        r"|ucp_ep_create\(.*\) failed: Destination is unreachable"
-        r"|Error in completion queue: (?:Remote unreachable|Input/output error|Connection refused)"
-        r"|\bfi_cq_read failed: Input/output error",
+        "ucx",
+        # UCS's own status words for a transfer that failed; not "Destination is unreachable"
+        # (mostly UCX_TLS or UCX_NET_DEVICES set wrong at start-up) nor a verbs call refused for
+        # the host's locked-memory limit ("Cannot allocate memory", below)
+        r"\bUCX\s+ERROR\s+(?!.*Cannot allocate memory)(?:ibv_(?!create_qp|create_cq|reg_mr|alloc_pd)\w+\(.*\) failed"
+        r"|.*\b(?:Connection reset by remote peer|Endpoint timeout|Input/output error))",
         0.75,
-        "the RDMA transport (UCX, libfabric/EFA) failed between nodes",
+        "the RDMA transport (UCX) failed between nodes",
     ),
     _s(
         "nic-link-down",
@@ -1495,19 +1501,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "stack-does-not-fit",
         _C.ENVIRONMENT_ERROR,
         "only support|doesn't support bf16|compiled with different cuda|mismatches the version"
-        "|cudnn version incompatibility|loaded runtime cudnn|numpy 1.x|dtype size changed|ninja is required|cuda_home",
+        "|cudnn version incompatibility|loaded runtime cudnn|dtype size changed|ninja is required|cuda_home",
         r"FlashAttention only supports? (?:Ampere|Turing|Hopper)\b.*GPUs? or newer"
         r"|(?:Bfloat16|bf16) is only supported on GPUs with compute capability"
         r"|Your setup doesn't support bf16"
         r"|compiled with different CUDA (?:major )?versions"
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile PyTorch"
         r"|cuDNN version incompatibility|Loaded runtime CuDNN library: [\d.]+ but source was compiled with"
-        r"|compiled using NumPy 1\.x cannot be run in\b"
-        r"|numpy\.dtype size changed, may indicate binary incompatibility"
+        r"|ValueError: numpy\.dtype size changed, may indicate binary incompatibility"
         r"|Ninja is required to load C\+\+ extensions"
         r"|CUDA_HOME environment variable is not set",
         0.8,
         "the software stack does not fit this GPU or its other libraries",
+    ),
+    # NumPy 2 under a module built for NumPy 1: fatal where the import fails, only a warning
+    # where torch catches it ("Failed to initialize NumPy"), so the failure's own line decides
+    _s(
+        "numpy-abi-warning",
+        _C.ENVIRONMENT_ERROR,
+        "numpy 1.x",
+        r"compiled using NumPy 1\.x cannot be run in\b",
+        0.6,
+        "a module built for NumPy 1.x met NumPy 2",
+        symptom=True,
     ),
     # a kernel's compiled configuration needs more on-chip memory than this GPU has; a C/CUDA
     # build the toolchain could not finish (an extension built at first use, Inductor's gcc)
@@ -1515,25 +1531,26 @@ SIGNATURES: tuple[Signature, ...] = (
         "build-toolchain-failed",
         _C.ENVIRONMENT_ERROR,
         "outofresources|nvcc|calledprocesserror",
-        r"OutOfResources: out of resource: shared memory"
+        # the exception itself, not Inductor's autotuner logging a config it then skips
+        r"^(?:[\w.]+\.)?OutOfResources: out of resource: shared memory"
         r"|error: command '\S*nvcc' failed with exit (?:code|status)"
-        # Inductor's and an extension's compiler run (the line under `BackendCompilerFailed`)
-        r"|CalledProcessError: Command '\['\S*/(?:gcc|g\+\+|cc|c\+\+|clang\+*|nvcc|hipcc)'",
+        # Inductor's and an extension's compiler or build run (the line under `BackendCompilerFailed`)
+        r"|CalledProcessError: Command '\['(?:\S*/)?(?:gcc|g\+\+|cc|c\+\+|clang\+*|nvcc|hipcc|ninja)'",
         0.65,
         "a kernel or extension could not be built for this machine",
     ),
     # NCCL cannot set itself up on this machine: no network interface it may use (a wrong
-    # NCCL_SOCKET_IFNAME), no CUDA driver it can load
+    # NCCL_SOCKET_IFNAME) or no plugin for the network it is told to use
     _s(
         "nccl-setup-env",
         _C.ENVIRONMENT_ERROR,
-        "no socket interface|no usable listening interface|load cuda driver failed|error: network",
-        r"NCCL WARN Bootstrap : no socket interface found|NET/Socket : No usable listening interface found"
-        r"|NCCL WARN Trying to load CUDA driver failed"
+        "no socket interface|no usable listening interface|error: network",
+        # also as PyTorch re-raises it after "Last error:"
+        r"(?:NCCL WARN )?Bootstrap : no socket interface found|NET/Socket : No usable listening interface found"
         # NCCL_NET names a network whose plugin is not installed
         r"|NCCL WARN Error: network .+ not found",
         0.75,
-        "NCCL found no network interface or CUDA driver it can use on this machine",
+        "NCCL found no network interface or network plugin it can use on this machine",
     ),
     _s(
         "driver-insufficient",
@@ -2039,9 +2056,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "metric-input-nonfinite",
         _C.NUMERICAL_INSTABILITY,
-        "contains nan",
-        # scikit-learn's metrics on a model's outputs: the outputs went NaN or Inf
-        r"Input contains NaN, infinity or a value too large for dtype",
+        "contains nan|contains infinity",
+        # scikit-learn's metrics on a model's outputs: the outputs went NaN or Inf (not its
+        # "Input X contains NaN": the input data)
+        r"\bInput (?:y_pred |y_score |y_prob )?contains (?:NaN|infinity)",
         0.7,
         "the model's outputs became NaN or Inf (a metric refused them)",
     ),
@@ -2214,8 +2232,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "requested-gpus-missing",
         _C.ENVIRONMENT_ERROR,
-        "but your machine only has|no supported gpu backend",
-        r"You requested gpus?:? .* But your machine only has|No supported gpu backend found",
+        "but your machine only has|no supported gpu backend|accelerator is not available",
+        r"You requested gpus?:? .* But your machine only has|No supported gpu backend found"
+        r"|can not run on your system since the accelerator is not available",
         0.75,
         "the job asks for GPUs this machine does not have",
     ),
@@ -2321,7 +2340,7 @@ XID_RE = re.compile(
     r"(?:\bS?Xid\b\s*(?:\((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
     r"(?:\.\d)?)?[^)]*\))?\s*:?\s*"
     # DCGM's health watch and diagnostic: "Detected XID 79 for GPU 2", "an uncontained error (XID 95)"
-    r"|\bDetected XID |\(XID (?=\d+\)))(?P<code>\d{1,3})\b"
+    r"|\bDetected XID |\buncontained error \(XID (?=\d+\)))(?P<code>\d{1,3})\b"
 )
 
 #: The driver's tag on an Xid raised in the wake of another (`45, ... Ch 00000001 caused by previous

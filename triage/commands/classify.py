@@ -20,6 +20,7 @@ import io
 import json
 import lzma
 import os
+import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -38,12 +39,16 @@ MAX_LINE_BYTES = 1 << 16
 SNIFF_BYTES = 8192
 
 
-#: Compressed forms a log is found in (gzip, bzip2, xz), by magic bytes: magic -> reader.
-_COMPRESSED: dict[bytes, Callable[[Any], io.BufferedIOBase]] = {
-    b"\x1f\x8b": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
-    b"BZh": bz2.BZ2File,
-    b"\xfd7zXZ\x00": lzma.LZMAFile,
-}
+#: Compressed forms a log is found in (gzip, bzip2, xz), by magic bytes long enough that no text
+#: log starts with them (gzip's deflate method byte; bzip2's block size digit and the first
+#: block's or the empty stream's own magic): a regex -> reader.
+_COMPRESSED: tuple[tuple[re.Pattern[bytes], Callable[[Any], io.BufferedIOBase]], ...] = (
+    (re.compile(rb"\x1f\x8b\x08"), lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"), bz2.BZ2File),
+    (re.compile(rb"\xfd7zXZ\x00"), lzma.LZMAFile),
+)
+#: Bytes read to tell the formats apart
+_MAGIC_BYTES = 10
 #: Formats the standard library cannot read: named, so the error can say how to read them.
 _UNSUPPORTED = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc"), (b"\x04\x22\x4d\x18", "lz4", "lz4 -dc"))
 #: What a damaged or truncated compressed stream (or a failing disk) raises part way through.
@@ -110,38 +115,52 @@ class _Rejoined(io.RawIOBase):
 def open_log(raw: IO[bytes], name: str) -> io.BufferedIOBase:
     """The text bytes `raw` holds: itself, or what its gzip/bzip2/xz compression holds. A format
     the standard library cannot read is a ValueError that says how to read it instead."""
-    head = raw.read(8)
+    head = raw.read(_MAGIC_BYTES)
     rejoined = io.BufferedReader(_Rejoined(head, raw))
-    for magic, opener in _COMPRESSED.items():
-        if head.startswith(magic):
+    for magic, opener in _COMPRESSED:
+        if magic.match(head):
             return opener(rejoined)
-    for magic, kind, command in _UNSUPPORTED:
-        if head.startswith(magic):
+    for kind_magic, kind, command in _UNSUPPORTED:
+        if head.startswith(kind_magic):
+            source = "FILE" if name == "<stdin>" else name
             raise ValueError(
                 f"{name} is {kind}-compressed, which triage cannot read itself: "
-                f"`{command} {name} | triage classify -`"
+                f"`{command} {source} | triage classify -`"
             )
     return rejoined
 
 
-def expand_paths(paths: list[str]) -> Iterator[tuple[str, str | None]]:
-    """Each FILE argument, and each file under a directory argument in name order with that
-    directory (a binary file found there is skipped, not reported). A directory with no file
-    is yielded itself, so that reading it says so."""
+@dataclass(frozen=True)
+class LogPath:
+    """One log to read: a FILE argument, or a file found under a directory argument (`directory`:
+    a binary file there is skipped, not reported). `error` is why a directory (or a part of it)
+    could not be listed: reported as such, nothing read."""
+
+    path: str
+    directory: str | None = None
+    error: str | None = None
+
+
+def expand_paths(paths: list[str]) -> Iterator[LogPath]:
+    """Each FILE argument, and each file under a directory argument in name order."""
     for path in paths:
         if path == "-" or not os.path.isdir(path):
-            yield path, None
+            yield LogPath(path)
             continue
+        unlisted: list[OSError] = []
         found = False
-        for root, dirs, files in os.walk(path):
+        for root, dirs, files in os.walk(path, onerror=unlisted.append):
             dirs.sort()
             for file in sorted(files):
                 full = os.path.join(root, file)
                 if os.path.isfile(full):
                     found = True
-                    yield full, path
-        if not found:
-            yield path, None
+                    yield LogPath(full, directory=path)
+        if not found and not unlisted:
+            yield LogPath(path)  # reading it says that it holds no file
+        for exc in unlisted:
+            where = exc.filename or path
+            yield LogPath(where, error=f"cannot list {where}: {exc.strerror or exc}; check its permissions")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -256,7 +275,14 @@ def run(args: argparse.Namespace) -> int:
         console = Console()
     status = EXIT_OK
     skipped: dict[str, int] = {}
-    for name, directory in expand_paths(args.files):
+    reported: set[str] = set()
+    for log in expand_paths(args.files):
+        name, directory = log.path, log.directory
+        if log.error:
+            status = EXIT_USAGE
+            print(f"triage classify: error: {log.error}", file=sys.stderr)
+            _emit(args.json, console, _record(name, Verdict(Category.UNKNOWN, 0.0, log.error), log.error))
+            continue
         try:
             if name == "-":
                 read = classify_stream(sys.stdin.buffer, "<stdin>", config)
@@ -272,14 +298,22 @@ def run(args: argparse.Namespace) -> int:
         if directory is not None and read.binary:
             skipped[directory] = skipped.get(directory, 0) + 1
             continue
+        if directory is not None:
+            reported.add(directory)
         if read.error:
             status = EXIT_USAGE
             print(f"triage classify: error: {read.error}", file=sys.stderr)
-        record = _record("<stdin>" if name == "-" else name, read.verdict, read.error)
-        if args.json:
-            print(json.dumps(record), flush=True)
-        else:
-            _print_human(console, record)
+        _emit(args.json, console, _record("<stdin>" if name == "-" else name, read.verdict, read.error))
     for directory, count in skipped.items():
         print(f"triage classify: skipped {count} binary file(s) under {directory}", file=sys.stderr)
+        if directory not in reported:  # every file there was binary: say so, not nothing
+            summary = f"{directory} holds no text log: its {count} file(s) are binary"
+            _emit(args.json, console, _record(directory, Verdict(Category.UNKNOWN, 0.0, summary)))
     return status
+
+
+def _emit(as_json: bool, console: Any, record: dict[str, Any]) -> None:
+    if as_json:
+        print(json.dumps(record), flush=True)
+    else:
+        _print_human(console, record)
