@@ -330,6 +330,35 @@ SIGNATURES: tuple[Signature, ...] = (
         0.75,
         "a DataLoader worker was SIGKILLed (host memory)",
     ),
+    # the host's allocator refused: C++'s bad_alloc, PyTorch's CPU allocator, fork/mmap's ENOMEM
+    # (a DataLoader starting its workers)
+    _s(
+        "host-alloc-refused",
+        _C.HOST_OOM,
+        "bad_alloc|not enough memory|errno 12",
+        r"terminate called after throwing an instance of 'std::bad_alloc'"
+        r"|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"
+        r"|OSError: \[Errno 12\] Cannot allocate memory",
+        0.7,
+        "the host could not allocate memory",
+    ),
+    # PBS's own limits: its memory limit (the host's memory for the job) and its walltime
+    _s(
+        "pbs-mem-limit",
+        _C.HOST_OOM,
+        "pbs",
+        r"PBS: job killed: v?mem \S+ exceeded limit",
+        0.85,
+        "PBS killed the job for exceeding its memory limit",
+    ),
+    _s(
+        "pbs-walltime",
+        _C.PREEMPTION,
+        "pbs",
+        r"PBS: job killed: walltime \d+ exceeded limit",
+        0.9,
+        "PBS killed the job at its walltime limit",
+    ),
     _s(
         "python-memoryerror",
         _C.HOST_OOM,
@@ -718,6 +747,17 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\bPreemptionError\b|\b(?:got|was|were|been) pre-empted\b",
         0.85,
         "the cloud reclaimed the job's (low-priority or spot) nodes",
+    ),
+    # Kubernetes' graceful node shutdown (a spot VM reclaimed, a node drained) and GCE's own
+    # record of a preemption
+    _s(
+        "node-shutdown-preempted",
+        _C.PREEMPTION,
+        "imminent node shutdown|instances.preempted|instance was preempted",
+        r"Pod was terminated in response to imminent node shutdown|compute\.instances\.preempted"
+        r"|\bInstance was preempted\b",
+        0.85,
+        "the node was shut down or the VM preempted under the job",
     ),
     _s(
         "slurm-time-limit",
@@ -2183,17 +2223,19 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "shape-mismatch",
         _C.USER_CODE_ERROR,
-        "shape|size mismatch|must match the size",
+        "shape|size mismatch|must match the size|channels, but got",
         r"shapes cannot be multiplied|size mismatch|must match the size of tensor"
-        r"|shape '\[[^\]]*\]' is invalid for input of size",
+        r"|shape '\[[^\]]*\]' is invalid for input of size"
+        r"|Given groups=\d+, weight of size .* expected input.* to have \d+ channels, but got \d+",
         0.8,
         "a tensor shape mismatch",
     ),
     _s(
         "device-mismatch",
         _C.USER_CODE_ERROR,
-        "expected",
-        r"Expected all tensors to be on the same device|expected scalar type \w+ but found",
+        "expected|should be the same",
+        r"Expected all tensors to be on the same device|expected scalar type \w+ but found"
+        r"|Input type \([\w.]+\) and weight type \([\w.]+\) should be the same",
         0.8,
         "tensors on different devices or dtypes",
     ),
@@ -2237,6 +2279,57 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|can not run on your system since the accelerator is not available",
         0.75,
         "the job asks for GPUs this machine does not have",
+    ),
+    # the toolkit, driver or an extension's build does not fit the GPU or the torch installed
+    _s(
+        "toolkit-does-not-fit",
+        _C.ENVIRONMENT_ERROR,
+        "unsupported gpu architecture|does not match the version used to compile|is not supported by the nvidia"
+        "|incorrectly set up environment",
+        r"nvcc fatal\s*: Unsupported gpu architecture"
+        r"|Cuda extensions are being compiled with a version of Cuda that does not match the version used to compile"
+        r"|NVRM: The NVIDIA .* GPU installed in this system is\s+not supported by the\s+NVIDIA [\d.]+ driver"
+        r"|CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment",
+        0.8,
+        "the CUDA toolkit, driver or an extension build does not fit this GPU or this torch",
+    ),
+    _s(
+        "bnb-without-gpu",
+        _C.ENVIRONMENT_ERROR,
+        "compiled without gpu support",
+        # a warning at import; the failure comes when an 8-bit optimizer is used
+        r"bitsandbytes was compiled without GPU support",
+        0.6,
+        "bitsandbytes was installed without its GPU build",
+        symptom=True,
+    ),
+    # the data could not be fetched or handed over: the Hub unreachable for a dataset, the
+    # DataLoader's workers unable to pass their tensors' file descriptors
+    _s(
+        "data-fetch-handoff",
+        _C.DATA_PIPELINE_ERROR,
+        "on the hub|ancdata",
+        r"Couldn't reach '[^']+' on the Hub|received 0 items of ancdata",
+        0.7,
+        "the data could not be fetched or handed from the loader's workers",
+    ),
+    # Transformers loading a checkpoint directory with no weights file in it
+    _s(
+        "no-weights-in-checkpoint",
+        _C.CHECKPOINT_ERROR,
+        "no file named",
+        r"Error no file named (?:pytorch_model\.bin|model\.safetensors|tf_model\.h5)\S*.* found in directory",
+        0.8,
+        "the checkpoint directory holds no weights file",
+    ),
+    # torch.compile meeting code it cannot trace: the code's, on every run
+    _s(
+        "dynamo-unsupported",
+        _C.USER_CODE_ERROR,
+        "_dynamo.exc.unsupported",
+        r"torch\._dynamo\.exc\.Unsupported:",
+        0.7,
+        "torch.compile cannot trace this code",
     ),
     # a bare `assert` that failed, closing a traceback with no message
     _s(

@@ -2826,6 +2826,73 @@ _REVIEWED_42 = [
 ]
 
 
+#: More canonical forms, from the schedulers', clouds', libraries' own messages (written before
+#: round 43 was collected), and what they must not claim.
+_CANONICAL_43 = [
+    (["Pod was terminated in response to imminent node shutdown."], C.PREEMPTION),
+    (["compute.instances.preempted: Instance was preempted."], C.PREEMPTION),
+    (["=>> PBS: job killed: walltime 3610 exceeded limit 3600"], C.PREEMPTION),
+    (["=>> PBS: job killed: mem 52428800kb exceeded limit 50331648kb"], C.HOST_OOM),
+    (
+        ["terminate called after throwing an instance of 'std::bad_alloc'", "  what():  std::bad_alloc"],
+        C.HOST_OOM,
+    ),
+    (["RuntimeError: DataLoader worker exited", "OSError: [Errno 12] Cannot allocate memory"], C.HOST_OOM),
+    (
+        ["RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory"],
+        C.HOST_OOM,
+    ),
+    (["ConnectionError: Couldn't reach 'allenai/c4' on the Hub (ConnectionError)"], C.DATA_PIPELINE_ERROR),
+    (["RuntimeError: received 0 items of ancdata"], C.DATA_PIPELINE_ERROR),
+    (
+        [
+            "RuntimeError: Given groups=1, weight of size [64, 3, 7, 7], expected input[8, 1, 224, 224] to have 3 "
+            "channels, but got 1 channels instead"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (["torch._dynamo.exc.Unsupported: call_function BuiltinVariable(setattr)"], C.USER_CODE_ERROR),
+    (["nvcc fatal   : Unsupported gpu architecture 'compute_90'"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "RuntimeError: Cuda extensions are being compiled with a version of Cuda that does not match the "
+            "version used to compile Pytorch binaries."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "NVRM: The NVIDIA H100 80GB HBM3 GPU installed in this system is not supported by the NVIDIA 470.82 driver"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    # bitsandbytes' warning at import: the failure it leads to names itself
+    (
+        [
+            "The installed version of bitsandbytes was compiled without GPU support.",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        ["OSError: Error no file named pytorch_model.bin, model.safetensors found in directory /ckpt/s100."],
+        C.CHECKPOINT_ERROR,
+    ),
+]
+
+
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
         ["Detected XID 79 for GPU 2", "[rank1]: Watchdog caught collective operation timeout"]
@@ -2835,7 +2902,7 @@ def test_dcgms_xid_report_names_the_gpu():
 
 @pytest.mark.parametrize(
     ("lines", "category"),
-    _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM + _MISUSE + _ROUND_42 + _REVIEWED_42,
+    _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM + _MISUSE + _ROUND_42 + _REVIEWED_42 + _CANONICAL_43,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
