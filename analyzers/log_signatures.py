@@ -1081,6 +1081,18 @@ SIGNATURES: tuple[Signature, ...] = (
         r"unhandled system error|ncclSystemError",
         0.7,
         "NCCL system (socket/transport) error",
+        # the taxonomy's network evidence when nothing else is said; but NCCL's own `Last error:`
+        # under it (a library it could not open, a segment it could not create) names the cause
+        symptom=True,
+    ),
+    # NCCL cannot load the NVIDIA management or driver library it needs (its `Last error:`)
+    _s(
+        "nccl-driver-lib-missing",
+        _C.ENVIRONMENT_ERROR,
+        "failed to open lib",
+        r"Failed to open lib(?:nvidia-ml|cuda)\.so",
+        0.8,
+        "NCCL could not open the NVIDIA driver's libraries (NVML or libcuda) on this machine",
     ),
     _s(
         "nccl-remote-error",

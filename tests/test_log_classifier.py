@@ -2892,6 +2892,27 @@ _CANONICAL_43 = [
     ),
 ]
 
+#: Round 43's families, each in a form other than the log it came from: NCCL's `Last error:`
+#: names the cause its `unhandled system error` only stands for.
+_ROUND_43 = [
+    (
+        [
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.19.3",
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+            "Last error:",
+            "Failed to open libcuda.so.1",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    # alone, the system error stays the taxonomy's network evidence
+    (
+        [
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.19.3"
+        ],
+        C.NETWORK_ERROR,
+    ),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -2902,7 +2923,15 @@ def test_dcgms_xid_report_names_the_gpu():
 
 @pytest.mark.parametrize(
     ("lines", "category"),
-    _STACK_FITS + _TRANSPORTS + _DATA_AND_HOST + _DCGM + _MISUSE + _ROUND_42 + _REVIEWED_42 + _CANONICAL_43,
+    _STACK_FITS
+    + _TRANSPORTS
+    + _DATA_AND_HOST
+    + _DCGM
+    + _MISUSE
+    + _ROUND_42
+    + _REVIEWED_42
+    + _CANONICAL_43
+    + _ROUND_43,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
