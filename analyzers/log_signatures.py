@@ -1155,6 +1155,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank waited for the NCCL id its peer never published in time (that peer busy or dead)",
         symptom=True,
     ),
+    # the c10d store's own socket wait, timed out: a rank waiting for a key its peer never wrote
+    # (the NCCL id at a group's first collective, a barrier through the store), the peer busy or
+    # dead; printed before the error that carries it, which a log may not reach
+    _s(
+        "store-wait-timeout",
+        _C.COLLECTIVE_TIMEOUT,
+        "waitforinput",
+        r"\[c10d\] waitForInput: socket .* timed out after \d+ ?ms",
+        0.65,
+        "a rank's wait on the job's store timed out (its peer never wrote what it waited for)",
+        symptom=True,
+    ),
     # Horovod's stall inspector: some ranks never submitted a tensor the others wait to reduce;
     # a symptom, as every timeout (a rank 0 saving for a minute makes it warn, and goes on); its
     # "Stalled ranks:" list, a rank a line (`6!:` when it is about to shut the job down)

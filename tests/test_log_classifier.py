@@ -2904,6 +2904,22 @@ _ROUND_43 = [
         ],
         C.ENVIRONMENT_ERROR,
     ),
+    # the store's socket wait that timed out while a rank still tokenized: the preparation's
+    (
+        [
+            "Running tokenizer on dataset (num_proc=32):  41%|####      | 4100/10000 [29:59<40:00]",
+            "[rank3]:[W1 10:00:00.1 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=9, "
+            "addr=[n1]:40000, remote=[n0]:29500) timed out after 1800000ms",
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (
+        [
+            "[rank3]:[W1 10:00:00.1 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=9, "
+            "addr=[n1]:40000, remote=[n0]:29500) timed out after 1800000ms"
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
     # alone, the system error stays the taxonomy's network evidence
     (
         [
