@@ -644,6 +644,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "stale file handle (network filesystem)",
     ),
+    # ECOMM: a network filesystem's server stopped answering a write (NFS, as HDF5 and Python
+    # print it)
+    _s(
+        "fs-comm-error",
+        _C.STORAGE_ERROR,
+        "communication error on send",
+        r"errno = 70, error message = 'communication error on send'|\[Errno 70\] Communication error on send",
+        0.75,
+        "the network filesystem stopped answering (communication error on send)",
+    ),
     _s(
         "io-error",
         _C.STORAGE_ERROR,
@@ -2219,9 +2229,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "image-decode",
         _C.DATA_PIPELINE_ERROR,
-        "image|decompressionbomb|unknown format|format not recognised|file is malformed",
+        "image|decompressionbomb|unknown format|format not recognised|file is malformed|libsndfileerror",
         r"UnidentifiedImageError|cannot identify image file|DecompressionBombError"
-        r"|image file is truncated"
+        r"|image file is truncated|\bLibsndfileError\b"
         # libsndfile (soundfile) on an audio file it cannot decode
         r"|Error opening .*: (?:File contains data in an unknown format|Format not recognised"
         r"|Supported file format but file is malformed)",

@@ -471,8 +471,9 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     14 less 4, round 30's 4 less 1, round 31's 8 less 5, round 32's 8, round 33's 12 less 5 and
     round 34's 15 less 2, round 35's 7 and round 36's 14 less 10 (round 14's tokenizing rank relabelled data_pipeline_error, as rounds 7
     and 28 label the same case), round 37's 13 less 1, round 38's 7 less 2, round 39's 4, round
-    40's 16 less 3, round 41's 11 less 1 and round 42's 31 less 8 (and round 13's
-    FileExistsError inside a checkpoint save, moved when round 42's family named it). A
+    40's 16 less 3, round 41's 11 less 1, round 42's 31 less 8 (and round 13's
+    FileExistsError inside a checkpoint save, moved when round 42's family named it) and round
+    43's 32 less 4. A
     fall below the floor is a regression in generalisation, not a missing signature. The floor
     is 0.82 since rounds 40-41 (0.83 after rounds 37-39, 0.84 after rounds 32-34, 0.85 after
     rounds 21-22, 0.86 after rounds 15-20, 0.90 before): round 40 (frameworks' own
@@ -497,7 +498,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 531
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 559
     assert held["accuracy"] >= 0.82, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.84: a timeout or a network error whose cause only the
@@ -884,6 +885,10 @@ MOVED_MISSES = {
     "heldout42_t5x_cudnn_runtime_older_than_compiled.log": (C.ENVIRONMENT_ERROR, None),
     "heldout42_tf_pointwise_cuda_launch_timeout_midtraining.log": (C.CUDA_ERROR, None),
     "heldout42_tfslim_resume_optimizer_switch_missing_adam_slots.log": (C.CHECKPOINT_ERROR, None),
+    "heldout43_axolotl_tokenization_30min_store_timeout.log": (C.DATA_PIPELINE_ERROR, None),
+    "heldout43_keras_save_weights_nfs_comm_error.log": (C.STORAGE_ERROR, None),
+    "heldout43_llamafactory_2gpu_barrier_libnvidia_ml_missing.log": (C.ENVIRONMENT_ERROR, 1),
+    "heldout43_salmonn_torchrun_rank1_libsndfile_dataloader.log": (C.DATA_PIPELINE_ERROR, 1),
 }
 
 
@@ -2919,6 +2924,11 @@ _ROUND_43 = [
             "addr=[n1]:40000, remote=[n0]:29500) timed out after 1800000ms"
         ],
         C.COLLECTIVE_TIMEOUT,
+    ),
+    (["OSError: [Errno 70] Communication error on send: '/nfs/ckpt/step_20.pt'"], C.STORAGE_ERROR),
+    (
+        ["[rank0]: soundfile.LibsndfileError: Error opening '/data/x.flac': System error."],
+        C.DATA_PIPELINE_ERROR,
     ),
     # alone, the system error stays the taxonomy's network evidence
     (
