@@ -377,6 +377,10 @@ _DS_COMMAND_RE = re.compile(r"sigkill_handler\] \[.*?'--local_rank=(\d+)'")
 _DS_WRAP_LINES = 8
 #: Launcher lines that say the job was stopped from outside
 _OUTSIDE_STOPS = frozenset({"torchrun-sigterm", "torchrun-sighup"})
+#: NCCL's line before the failure its `unhandled system error` stands for, and how many lines
+#: back from it the system errors it explains may stand
+_LAST_ERROR = "Last error:"
+_LAST_ERROR_SPAN = 20
 #: A progress bar's percentage (tqdm's `desc:  30%|`), and what its description must say for the
 #: bar to be data preparation: the HF datasets tokenizing or mapping a corpus, a test set being
 #: prepared, texts grouped or packed; not a checkpoint or a model being loaded or converted.
@@ -420,6 +424,7 @@ class LogClassifier:
         self._timed_out = False
         self._traceback_ranks: set[int] = set()  # prefixes on traceback lines (two are enough)
         self._loss = LossTrend(max_series=MAX_DISTINCT)
+        self._last_error_at = -1  # the line number of NCCL's latest `Last error:`
         self._p2p = P2PMatrices()
 
     def feed(self, text: str) -> LineMatch | None:
@@ -432,6 +437,9 @@ class LogClassifier:
         match = classify_line(text)
         if "oss" in text and (loss := self._loss.read(text, rank := rank_prefix(text))):
             self._preparing = None  # training is under way: the data was prepared
+            # and a timeout before it was survived: not the one a preparation would explain
+            self._timed_out = False
+            self._preparing_at_timeout = None
             if match is None and loss.spike:
                 match = LineMatch(
                     Category.NUMERICAL_INSTABILITY,
@@ -453,8 +461,12 @@ class LogClassifier:
             # a launcher told to stop after the job already failed (Slurm or the peer node's
             # agent ending a step whose rank died) is stopped because of that failure
             match = dataclasses.replace(match, symptom=True)
+        if text.rstrip().endswith(_LAST_ERROR):
+            self._last_error_at = self.lines
         if match is None:
             return None
+        if self._last_error_at == self.lines - 1 and not match.symptom:
+            self._explain_system_errors()
         if (
             match.rank is None
             and match.signature == "launcher-child-sigkill"
@@ -490,6 +502,14 @@ class LogClassifier:
             self._timed_out = True
             self._preparing_at_timeout = self._preparing
         return match
+
+    def _explain_system_errors(self) -> None:
+        """NCCL's `unhandled system error` stands for the failure its `Last error:` names on the
+        next line (a library it could not open, a segment it could not create): that line is the
+        cause, the system errors just before it its symptoms."""
+        for i, hit in enumerate(self._hits):
+            if hit.match.signature == "nccl-system-error" and self.lines - hit.line <= _LAST_ERROR_SPAN:
+                self._hits[i] = dataclasses.replace(hit, match=dataclasses.replace(hit.match, symptom=True))
 
     def _note_progress(self, text: str) -> None:
         # the last bar on the line: tqdm's updates, joined by carriage returns, are one line

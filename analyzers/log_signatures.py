@@ -335,11 +335,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "host-alloc-refused",
         _C.HOST_OOM,
-        "bad_alloc|not enough memory|errno 12",
+        "bad_alloc|not enough memory|errno 12|defaultcpuallocator",
         r"terminate called after throwing an instance of 'std::bad_alloc'"
         r"|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)"
         r"|OSError: \[Errno 12\] Cannot allocate memory",
-        0.7,
+        # below the host layer's 0.7 that outranks every other cause: a request the code sized
+        # wrong (hundreds of GB) or a mapping limit reads the same
+        0.65,
         "the host could not allocate memory",
     ),
     # PBS's own limits: its memory limit (the host's memory for the job) and its walltime
@@ -347,7 +349,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "pbs-mem-limit",
         _C.HOST_OOM,
         "pbs",
-        r"PBS: job killed: v?mem \S+ exceeded limit",
+        r"PBS: job killed: v?mem (?:job total )?\S+ ?kb exceeded limit",
         0.85,
         "PBS killed the job for exceeding its memory limit",
     ),
@@ -1091,9 +1093,6 @@ SIGNATURES: tuple[Signature, ...] = (
         r"unhandled system error|ncclSystemError",
         0.7,
         "NCCL system (socket/transport) error",
-        # the taxonomy's network evidence when nothing else is said; but NCCL's own `Last error:`
-        # under it (a library it could not open, a segment it could not create) names the cause
-        symptom=True,
     ),
     # NCCL cannot load the NVIDIA management or driver library it needs (its `Last error:`)
     _s(
@@ -1172,7 +1171,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "store-wait-timeout",
         _C.COLLECTIVE_TIMEOUT,
         "waitforinput",
-        r"\[c10d\] waitForInput: socket .* timed out after \d+ ?ms",
+        # not the store-based barrier's own 10 s polls, which a slow rank's peers print and go on
+        r"\[c10d\] waitForInput: socket\b.*?\btimed out after (?:[6-9]\d{4}|\d{6,}) ?ms",
         0.65,
         "a rank's wait on the job's store timed out (its peer never wrote what it waited for)",
         symptom=True,
@@ -2260,7 +2260,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "shape|size mismatch|must match the size|channels, but got",
         r"shapes cannot be multiplied|size mismatch|must match the size of tensor"
         r"|shape '\[[^\]]*\]' is invalid for input of size"
-        r"|Given groups=\d+, weight of size .* expected input.* to have \d+ channels, but got \d+",
+        r"|Given (?:groups|transposed)=\d+, weight of size .* expected input.* to have \d+ channels, but got \d+",
         0.8,
         "a tensor shape mismatch",
     ),
@@ -2269,7 +2269,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.USER_CODE_ERROR,
         "expected|should be the same",
         r"Expected all tensors to be on the same device|expected scalar type \w+ but found"
-        r"|Input type \([\w.]+\) and weight type \([\w.]+\) should be the same",
+        r"|Input type \([^)]+\) and (?:weight|bias) type \([^)]+\) should be the same",
         0.8,
         "tensors on different devices or dtypes",
     ),
@@ -2318,12 +2318,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "toolkit-does-not-fit",
         _C.ENVIRONMENT_ERROR,
-        "unsupported gpu architecture|does not match the version used to compile|is not supported by the nvidia"
+        "unsupported gpu architecture|does not match the version used to compile|this system is not supported by the"
         "|incorrectly set up environment",
         r"nvcc fatal\s*: Unsupported gpu architecture"
         r"|Cuda extensions are being compiled with a version of Cuda that does not match the version used to compile"
-        r"|NVRM: The NVIDIA .* GPU installed in this system is\s+not supported by the\s+NVIDIA [\d.]+ driver"
-        r"|CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment",
+        # the driver's refusal, which the kernel log splits over three NVRM lines
+        r"|NVRM:.*(?:installed )?in this system is\s+not supported by the"
+        r"|(?:CUDA initialization: )?CUDA unknown error - this may be due to an incorrectly set up environment",
         0.8,
         "the CUDA toolkit, driver or an extension build does not fit this GPU or this torch",
     ),
@@ -2332,27 +2333,37 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.ENVIRONMENT_ERROR,
         "compiled without gpu support",
         # a warning at import; the failure comes when an 8-bit optimizer is used
+        # no stronger than an unspecific RuntimeError: printed at import by runs that never use it
         r"bitsandbytes was compiled without GPU support",
-        0.6,
+        0.3,
         "bitsandbytes was installed without its GPU build",
         symptom=True,
     ),
-    # the data could not be fetched or handed over: the Hub unreachable for a dataset, the
-    # DataLoader's workers unable to pass their tensors' file descriptors
+    # the Hub unreachable for a dataset, after datasets' fall-back to its cache failed too
     _s(
-        "data-fetch-handoff",
+        "data-fetch-failed",
         _C.DATA_PIPELINE_ERROR,
-        "on the hub|ancdata",
-        r"Couldn't reach '[^']+' on the Hub|received 0 items of ancdata",
+        "on the hub",
+        r"Couldn't reach '[^']+' on the Hub",
         0.7,
-        "the data could not be fetched or handed from the loader's workers",
+        "the dataset could not be fetched from the Hub",
+    ),
+    # DataLoader workers unable to pass their tensors' file descriptors: the process's open-file
+    # limit (`ulimit -n`) under the file_descriptor sharing strategy, the same on every restart
+    _s(
+        "fd-limit-ancdata",
+        _C.ENVIRONMENT_ERROR,
+        "ancdata",
+        r"received 0 items of ancdata",
+        0.7,
+        "the open-file limit is too low for the DataLoader's workers to hand over tensors",
     ),
     # Transformers loading a checkpoint directory with no weights file in it
     _s(
         "no-weights-in-checkpoint",
         _C.CHECKPOINT_ERROR,
         "no file named",
-        r"Error no file named (?:pytorch_model\.bin|model\.safetensors|tf_model\.h5)\S*.* found in directory",
+        r"Error no file named \S*(?:pytorch_model|model|tf_model)\.(?:bin|safetensors|h5)\S*.* found in directory",
         0.8,
         "the checkpoint directory holds no weights file",
     ),
@@ -2362,8 +2373,10 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.USER_CODE_ERROR,
         "_dynamo.exc.unsupported",
         r"torch\._dynamo\.exc\.Unsupported:",
-        0.7,
+        0.6,
         "torch.compile cannot trace this code",
+        # also logged at a graph break, or with errors suppressed, by runs that go on
+        symptom=True,
     ),
     # a bare `assert` that failed, closing a traceback with no message
     _s(

@@ -2848,7 +2848,7 @@ _CANONICAL_43 = [
         C.HOST_OOM,
     ),
     (["ConnectionError: Couldn't reach 'allenai/c4' on the Hub (ConnectionError)"], C.DATA_PIPELINE_ERROR),
-    (["RuntimeError: received 0 items of ancdata"], C.DATA_PIPELINE_ERROR),
+    (["RuntimeError: received 0 items of ancdata"], C.ENVIRONMENT_ERROR),  # `ulimit -n`, on every restart
     (
         [
             "RuntimeError: Given groups=1, weight of size [64, 3, 7, 7], expected input[8, 1, 224, 224] to have 3 "
@@ -2940,6 +2940,86 @@ _ROUND_43 = [
 ]
 
 
+#: What a review of the second batch found (2026-12-07): words runs print and go on, other
+#: forms of the same message, and a system error that is the only evidence.
+_REVIEWED_43 = [
+    (
+        [
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:73] . DefaultCPUAllocator: can't allocate memory: you "
+            "tried to allocate 116813856768 bytes. Error code 12 (Cannot allocate memory)"
+        ],
+        C.HOST_OOM,
+    ),
+    # the store-based barrier's 10 s polls: a slow rank's peers print them and go on
+    (["[rank1]:[W 10:00:00 socket.cpp:489] [c10d] waitForInput: socket timed out after 10000ms"], C.UNKNOWN),
+    (
+        ["[rank1]:[W 10:00:00 socket.cpp:489] [c10d] waitForInput: socket timed out after 300000ms"],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    # a timeout the job survived (training went on) is not the one a preparation explains
+    (
+        [
+            "Running tokenizer on dataset:  40%|####      | 400/1000 [00:10<00:15]",
+            "[rank1]:[W 10:00:00 socket.cpp:489] [c10d] waitForInput: socket timed out after 60000ms",
+            "{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.1}",
+            "{'loss': 2.12, 'learning_rate': 1e-05, 'epoch': 0.2}",
+            "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=900, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 "
+            "milliseconds before timing out.",
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    # logged at a graph break by a run that goes on: the failure's own line decides
+    (
+        [
+            "torch._dynamo.exc.Unsupported: call_method UserDefinedObjectVariable(RLock) acquire [] {}",
+            "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "The installed version of bitsandbytes was compiled without GPU support.",
+            "RuntimeError: something odd",
+        ],
+        C.UNKNOWN,
+    ),
+    # NCCL's system error is the cause where nothing names a better one, however weak
+    (
+        [
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.19.3",
+            "ImportError: cannot import name 'fused_adam' from 'apex.optimizers' (optional, falling back)",
+        ],
+        C.NETWORK_ERROR,
+    ),
+    (
+        [
+            "NVRM: The NVIDIA GPU 0000:02:00.0 (PCI ID: 10de:1b38)",
+            "NVRM: installed in this system is not supported by the",
+            "NVRM: NVIDIA 535.104.05 driver release.",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment"],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: Given transposed=1, weight of size [64, 32, 4, 4], expected input[8, 128, 16, 16] to "
+            "have 64 channels, but got 128 channels instead"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (["RuntimeError: Input type (c10::Half) and bias type (float) should be the same"], C.USER_CODE_ERROR),
+    (["=>> PBS: job killed: mem job total 269484032 kb exceeded limit 262144000 kb"], C.HOST_OOM),
+    (
+        ["OSError: Error no file named diffusion_pytorch_model.bin found in directory /out/unet."],
+        C.CHECKPOINT_ERROR,
+    ),
+]
+
+
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
         ["Detected XID 79 for GPU 2", "[rank1]: Watchdog caught collective operation timeout"]
@@ -2957,7 +3037,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _ROUND_42
     + _REVIEWED_42
     + _CANONICAL_43
-    + _ROUND_43,
+    + _ROUND_43
+    + _REVIEWED_43,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
