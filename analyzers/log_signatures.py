@@ -705,6 +705,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.75,
         "the host's CPU or memory reported an uncorrected hardware error",
     ),
+    # Determined's master losing the agent of the node a trial ran on
+    _s(
+        "agent-lost-with-containers",
+        _C.NODE_FAILURE,
+        "agent failure|agent failed|agent closed",
+        r"allocation failed due to agent failure|agent failed while the container was running"
+        r"|agent closed with allocated containers",
+        0.7,
+        "the node's agent was lost while the job's container ran on it",
+    ),
     _s(
         "ray-node-dead",
         _C.NODE_FAILURE,
@@ -1626,6 +1636,26 @@ SIGNATURES: tuple[Signature, ...] = (
         0.75,
         "NCCL found no network interface or network plugin it can use on this machine",
     ),
+    # the job's container could not start on the node (pyxis/enroot under Slurm): the node's
+    # container runtime lacks what it needs (NVIDIA's container CLI, a hook)
+    _s(
+        "container-start-failed",
+        _C.ENVIRONMENT_ERROR,
+        "pyxis|nvidia-container-cli",
+        r"pyxis: couldn't start container|pyxis: container start failed"
+        r"|Command not found: nvidia-container-cli",
+        0.8,
+        "the job's container could not start on the node",
+    ),
+    # NCCL 2.25's topology bug on some multi-node systems (fixed in later releases)
+    _s(
+        "nccl-net-id-missing",
+        _C.ENVIRONMENT_ERROR,
+        "could not find net",
+        r"NCCL WARN Could not find NET with id \d+",
+        0.7,
+        "NCCL could not place the network in its topology (a bug of the NCCL version)",
+    ),
     _s(
         "driver-insufficient",
         _C.ENVIRONMENT_ERROR,
@@ -1810,6 +1840,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Missing key in checkpoint state_dict",
         0.85,
         "the checkpoint does not match the model (state_dict keys)",
+    ),
+    # Ray Tune: the checkpoint a trial reported is not on this node after the sync meant to bring it
+    _s(
+        "tune-checkpoint-not-synced",
+        _C.CHECKPOINT_ERROR,
+        "sync down",
+        r"Checkpoint path .* not found after successful sync down",
+        0.75,
+        "the trial's checkpoint was not there after the sync that should have copied it",
     ),
     _s(
         "unable-to-load-from-checkpoint",

@@ -2930,6 +2930,33 @@ _ROUND_43 = [
         ["[rank0]: soundfile.LibsndfileError: Error opening '/data/x.flac': System error."],
         C.DATA_PIPELINE_ERROR,
     ),
+    # round 44's
+    (
+        [
+            "slurmstepd: error: pyxis: couldn't start container",
+            "srun: error: gpu3: task 0: Exited with exit code 1",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "[ERROR] Command not found: nvidia-container-cli, see https://github.com/NVIDIA/libnvidia-container"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["n7:1:1 [0] graph/topo.h:230 NCCL WARN Could not find NET with id 1"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "ray.tune.error.TuneError: Trial PPO_0: Checkpoint path /mnt/ck/checkpoint_10 not found after successful sync down."
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        [
+            "Trial 7 was terminated: allocation failed due to agent failure: agent failed while the container was running"
+        ],
+        C.NODE_FAILURE,
+    ),
     # alone, the system error stays the taxonomy's network evidence
     (
         [
