@@ -986,6 +986,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank timed out on the rendezvous store",
         symptom=True,
     ),
+    # the launcher could not log in to the other nodes (pdsh for DeepSpeed and GPT-NeoX, mpirun):
+    # the ranks never meet
+    _s(
+        "launcher-ssh-refused",
+        _C.RENDEZVOUS_ERROR,
+        "permission denied (publickey",
+        r"Permission denied \(publickey",
+        0.75,
+        "the launcher could not log in to the other nodes over ssh",
+    ),
+    # JAX's (gRPC) client that cannot reach its coordinator at start-up
+    _s(
+        "grpc-coordinator-unreachable",
+        _C.RENDEZVOUS_ERROR,
+        "failed to connect to all addresses",
+        r"UNAVAILABLE: ?failed to connect to all addresses",
+        0.6,
+        "the coordination client could not reach its coordinator",
+    ),
     _s(
         "eaddrinuse",
         _C.RENDEZVOUS_ERROR,
@@ -1647,14 +1666,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "the job's container could not start on the node",
     ),
-    # NCCL 2.25's topology bug on some multi-node systems (fixed in later releases)
+    # NCCL cannot build its topology of this machine: a version too old for the GPUs and
+    # switches (no reverse path between two PCI nodes), or 2.25's bug placing the network
     _s(
-        "nccl-net-id-missing",
+        "nccl-topology-unknown",
         _C.ENVIRONMENT_ERROR,
-        "could not find net",
-        r"NCCL WARN Could not find NET with id \d+",
+        "could not find net|find reverse path",
+        r"NCCL WARN Could not find NET with id \d+|Failed to find reverse path from remNode",
         0.7,
-        "NCCL could not place the network in its topology (a bug of the NCCL version)",
+        "NCCL could not build its topology of this machine (a version that does not know it)",
     ),
     _s(
         "driver-insufficient",
@@ -2306,9 +2326,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "device-mismatch",
         _C.USER_CODE_ERROR,
-        "expected|should be the same",
+        "expected|should be the same|parameters and buffers on device",
         r"Expected all tensors to be on the same device|expected scalar type \w+ but found"
-        r"|Input type \([^)]+\) and (?:weight|bias) type \([^)]+\) should be the same",
+        r"|Input type \([^)]+\) and (?:weight|bias) type \([^)]+\) should be the same"
+        r"|module must have its parameters and buffers on device \S+ \(device_ids\[0\]\) but found",
         0.8,
         "tensors on different devices or dtypes",
     ),

@@ -472,8 +472,9 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     round 34's 15 less 2, round 35's 7 and round 36's 14 less 10 (round 14's tokenizing rank relabelled data_pipeline_error, as rounds 7
     and 28 label the same case), round 37's 13 less 1, round 38's 7 less 2, round 39's 4, round
     40's 16 less 3, round 41's 11 less 1, round 42's 31 less 8 (and round 13's
-    FileExistsError inside a checkpoint save, moved when round 42's family named it) and round
-    43's 32 less 4. A
+    FileExistsError inside a checkpoint save, moved when round 42's family named it), round
+    43's 32 less 4 and round 44's 22 less 7 (and round 13's ssh refusal and round 16's NCCL
+    `Could not find NET`, moved when round 44's families named them). A
     fall below the floor is a regression in generalisation, not a missing signature. The floor
     is 0.82 since rounds 40-41 (0.83 after rounds 37-39, 0.84 after rounds 32-34, 0.85 after
     rounds 21-22, 0.86 after rounds 15-20, 0.90 before): round 40 (frameworks' own
@@ -498,7 +499,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 559
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 572
     assert held["accuracy"] >= 0.82, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.84: a timeout or a network error whose cause only the
@@ -889,6 +890,21 @@ MOVED_MISSES = {
     "heldout43_keras_save_weights_nfs_comm_error.log": (C.STORAGE_ERROR, None),
     "heldout43_llamafactory_2gpu_barrier_libnvidia_ml_missing.log": (C.ENVIRONMENT_ERROR, 1),
     "heldout43_salmonn_torchrun_rank1_libsndfile_dataloader.log": (C.DATA_PIPELINE_ERROR, 1),
+    "heldout13_mpi_operator_tf_benchmarks_launcher_crashloop_ssh_permission_denied_worker0.log": (
+        C.RENDEZVOUS_ERROR,
+        None,
+    ),
+    "heldout16_nemo_run_multinode_nccl_2_25_could_not_find_net_id0_internal_error.log": (
+        C.ENVIRONMENT_ERROR,
+        None,
+    ),
+    "heldout44_alpaca_lora_dataparallel_device_mismatch.log": (C.USER_CODE_ERROR, None),
+    "heldout44_determined_trial_agent_closed_with_allocated_containers.log": (C.NODE_FAILURE, None),
+    "heldout44_gptneox_k8s_pdsh_ssh_denied.log": (C.RENDEZVOUS_ERROR, None),
+    "heldout44_marin_gb200_jax_coordinator_refused.log": (C.RENDEZVOUS_ERROR, None),
+    "heldout44_milabench_opt_nccl_old_h100_topology.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout44_pyxis_enroot_mlperf_cosmoflow_nvidia_container_cli_missing.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout44_rllib_ppo_azure_cluster_checkpoint_not_synced.log": (C.CHECKPOINT_ERROR, None),
 }
 
 
@@ -2956,6 +2972,24 @@ _ROUND_43 = [
             "Trial 7 was terminated: allocation failed due to agent failure: agent failed while the container was running"
         ],
         C.NODE_FAILURE,
+    ),
+    (
+        ["Last error:", "Failed to find reverse path from remNode 0/3a000 nlinks 2 to node 0/c1000"],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["node2: deepspeed@node2: Permission denied (publickey)."], C.RENDEZVOUS_ERROR),
+    (
+        [
+            "E1207 client.cc:1] UNAVAILABLE:failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:8476"
+        ],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found "
+            "one of them on device: cpu"
+        ],
+        C.USER_CODE_ERROR,
     ),
     # alone, the system error stays the taxonomy's network evidence
     (
