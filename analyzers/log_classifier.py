@@ -143,6 +143,8 @@ def _culprit_fields(
     rank = rank_prefix(raw) if reporter_is_culprit else None
     if rank is None:
         rank = _first_int(_RANK_RES, body)
+    if rank is None and "ready ranks:" in body:
+        rank = _missing_ready_rank(body)
     node = gpu = None
     nccl = _NCCL_RE.match(body)
     if nccl:
@@ -157,6 +159,24 @@ def _culprit_fields(
         gpu = _first_int(_GPU_RES, body)
     pm = _PCI_RE.search(body)
     return rank, node, gpu, (pm.group(1).lower() if pm else None)
+
+
+#: Horovod's older stall warning lists the ranks that are ready, not the one missing
+_READY_RANKS_RE = re.compile(r"\[ready ranks: ([\d, ]+)\]")
+
+
+def _missing_ready_rank(body: str) -> int | None:
+    """The one rank of 0..N absent from Horovod's `[ready ranks: ...]` list, where exactly one
+    is (counted, not listed: a log's `[ready ranks: 900000000]` costs nothing)."""
+    m = _READY_RANKS_RE.search(body)
+    if m is None:
+        return None
+    ready = {int(r) for r in m.group(1).replace(" ", "").split(",") if r}
+    top = max(ready, default=0)
+    if len(ready) != top:
+        return None
+    missing = top * (top + 1) // 2 - sum(ready)
+    return missing if 0 <= missing < top and missing not in ready else None
 
 
 def _cause_xid(body: str, code: int) -> int:

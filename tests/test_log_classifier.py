@@ -473,7 +473,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     and 28 label the same case), round 37's 13 less 1, round 38's 7 less 2, round 39's 4, round
     40's 16 less 3, round 41's 11 less 1, round 42's 31 less 8 (and round 13's
     FileExistsError inside a checkpoint save, moved when round 42's family named it), round
-    43's 32 less 4 and round 44's 22 less 7 (and round 13's ssh refusal and round 16's NCCL
+    43's 32 less 5 (one a rank miss) and round 44's 22 less 7 (and round 13's ssh refusal and round 16's NCCL
     `Could not find NET`, moved when round 44's families named them). A
     fall below the floor is a regression in generalisation, not a missing signature. The floor
     is 0.82 since rounds 40-41 (0.83 after rounds 37-39, 0.84 after rounds 32-34, 0.85 after
@@ -499,7 +499,7 @@ def test_heldout_split_is_scored_apart_and_holds_its_floor():
     labels = json.loads((CORPUS / "labels.json").read_text())
     assert {l["split"] for l in labels.values()} == {"tuned", "heldout"}
     held = evaluate(CORPUS, split="heldout")
-    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 572
+    assert held["files"] == sum(l["split"] == "heldout" for l in labels.values()) >= 571
     assert held["accuracy"] >= 0.82, held["misses"]
     # what it says is right: a category it never says (a throttled GPU's slowdown with no error
     # line) has no precision to hold. 0.84: a timeout or a network error whose cause only the
@@ -905,6 +905,8 @@ MOVED_MISSES = {
     "heldout44_milabench_opt_nccl_old_h100_topology.log": (C.ENVIRONMENT_ERROR, None),
     "heldout44_pyxis_enroot_mlperf_cosmoflow_nvidia_container_cli_missing.log": (C.ENVIRONMENT_ERROR, None),
     "heldout44_rllib_ppo_azure_cluster_checkpoint_not_synced.log": (C.CHECKPOINT_ERROR, None),
+    # its rank, not its category, was missed: the one rank Horovod's ready list leaves out
+    "heldout43_horovod_32rank_allreduce_stall_rank16_missing.log": (C.COLLECTIVE_TIMEOUT, 16),
 }
 
 
@@ -3123,3 +3125,24 @@ def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
 )
 def test_rounds_eleven_to_thirty_one_families_in_other_forms_and_what_they_must_not_claim(lines, category):
     assert classify_lines(lines).category is category
+
+
+@pytest.mark.parametrize(
+    ("ready", "rank"),
+    [
+        ("0, 1, 3, 4", 2),
+        ("4, 0, 3, 1, 5, 2, 7", 6),
+        ("0, 1, 4", None),
+        ("0, 1, 2, 3", None),
+        ("900000000", None),
+    ],
+)
+def test_horovods_ready_ranks_name_the_one_missing(ready, rank):
+    # Horovod's older stall warning lists the ranks that are ready; the one of 0..N not there is
+    # the one the others wait for (two missing, or none, name nobody)
+    line = (
+        "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and "
+        f"are waiting for remainder of ranks for more than 60 seconds. Stalled ops: allreduce_0 [ready ranks: {ready}]"
+    )
+    verdict = classify_lines([line])
+    assert verdict.category is C.COLLECTIVE_TIMEOUT and verdict.culprit.rank == rank
