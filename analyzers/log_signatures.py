@@ -715,6 +715,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "the node's agent was lost while the job's container ran on it",
     ),
+    # Kubernetes' node controller: the node stopped reporting while the job's pod ran on it
+    _s(
+        "k8s-node-not-ready",
+        _C.NODE_FAILURE,
+        "nodenotready|is unresponsive",
+        r"\bNodeNotReady\b.*Node is not ready|Node \S+ which was running pod \S+ is unresponsive",
+        0.75,
+        "the node stopped reporting to Kubernetes under the job",
+    ),
     _s(
         "ray-node-dead",
         _C.NODE_FAILURE,
@@ -780,6 +789,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bInstance was preempted\b",
         0.85,
         "the node was shut down or the VM preempted under the job",
+    ),
+    # AWS Batch's reason for a job whose (spot) instance went away under it
+    _s(
+        "batch-host-terminated",
+        _C.PREEMPTION,
+        "host ec2",
+        r"Host EC2 \(instance i-[0-9a-f]+\) terminated",
+        0.8,
+        "the cloud took the job's instance away (AWS Batch: host terminated)",
     ),
     _s(
         "slurm-time-limit",
@@ -1633,14 +1651,35 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "build-toolchain-failed",
         _C.ENVIRONMENT_ERROR,
-        "outofresources|nvcc|calledprocesserror",
+        "outofresources|nvcc|calledprocesserror|error building extension|cannot find -l|no such file or directory",
         # the exception itself, not Inductor's autotuner logging a config it then skips
         r"^(?:[\w.]+\.)?OutOfResources: out of resource: shared memory"
         r"|error: command '\S*nvcc' failed with exit (?:code|status)"
+        # torch's JIT extension build (DeepSpeed's ops, Apex) and what stops it: a header or a
+        # library the build environment lacks
+        r"|Error building extension '[\w.-]+'|\bld: cannot find -l\w+"
+        r"|fatal error: [\w/.-]+\.h: No such file or directory"
         # Inductor's and an extension's compiler or build run (the line under `BackendCompilerFailed`)
         r"|CalledProcessError: Command '\['(?:\S*/)?(?:gcc|g\+\+|cc|c\+\+|clang\+*|nvcc|hipcc|ninja)'",
         0.65,
         "a kernel or extension could not be built for this machine",
+    ),
+    # the GPU stack cannot be reached from the job: the driver not loaded or not answering, NVML
+    # unusable in a container, the container runtime without its GPU hook, a driver older than the
+    # container's CUDA, Windows unable to load torch's DLLs
+    _s(
+        "gpu-stack-unreachable",
+        _C.ENVIRONMENT_ERROR,
+        "couldn't communicate with the nvidia driver|failed to initialize nvml: unknown|could not select device driver"
+        "|nvidia-container-cli|winerror 126|cuda driver initialization failed",
+        r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+        r"|Failed to initialize NVML: Unknown Error"
+        r"|could not select device driver \"\" with capabilities: \[\[gpu\]\]"
+        r"|nvidia-container-cli: (?:initialization|requirement) error"
+        r"|\[WinError 126\] The specified module could not be found"
+        r"|CUDA driver initialization failed, you might not have a CUDA gpu",
+        0.8,
+        "the job cannot reach the GPU stack on this machine (driver, NVML, container runtime)",
     ),
     # NCCL cannot set itself up on this machine: no network interface it may use (a wrong
     # NCCL_SOCKET_IFNAME) or no plugin for the network it is told to use
@@ -1690,6 +1729,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.ENVIRONMENT_ERROR,
         "cuda|hiperror|rocm-capable|ptx|no gpus found",
         r"no CUDA-capable device is detected|Torch not compiled with CUDA enabled"
+        r"|Attempting to deserialize object on a CUDA device but torch\.cuda\.is_available\(\) is False"
         r"|No CUDA GPUs are available|ProcessGroupNCCL is only supported with GPUs, no GPUs found"
         # a device held by another process (exclusive compute mode), ROCm's missing device or
         # driver, a driver too old for the toolkit's PTX or its forward compatibility
@@ -1725,9 +1765,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "invalid-device-ordinal",
         _C.USER_CODE_ERROR,
-        "invalid device ordinal",
+        "invalid device ordinal|device < num_gpus",
         r"(?:CUDA error|RuntimeError|cudaErrorInvalidDevice)\W.{0,40}invalid device ordinal"
-        r"|Cuda failure (?:\d+ )?'invalid device ordinal'",  # NCCL's form
+        r"|Cuda failure (?:\d+ )?'invalid device ordinal'"  # NCCL's form
+        # torch's lazy initialisation on a device index past the GPUs it sees
+        r"|device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
         0.8,
         "a rank asked for a GPU index it cannot see (the launch's GPU mapping, e.g. --gpus-per-task)",
     ),
@@ -2223,9 +2265,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "dataloader-worker-exit",
         _C.DATA_PIPELINE_ERROR,
-        "dataloader worker",
+        "dataloader worker|encountered in worker|pin memory thread",
         r"DataLoader worker \(pids?\(?s?\)? ?[\d, ]+\)? (?:exited unexpectedly|is killed by signal:"
-        r" (?!Killed|Terminated))",
+        r" (?!Killed|Terminated))"
+        # the worker's own report of the signal that killed it, and the pin-memory thread's end
+        r"|Unexpected (?:segmentation fault|floating-point exception) encountered in worker"
+        r"|Pin memory thread exited unexpectedly",
         0.8,
         "a DataLoader worker crashed",
     ),
@@ -2276,12 +2321,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "data-file-corrupt",
         _C.DATA_PIPELINE_ERROR,
-        "parquet magic|readerror|tar file truncated",
+        "parquet magic|readerror|tar file truncated|json parse error",
         # a dataset shard cut short or not what its name says: Arrow's Parquet reader, a
         # WebDataset or tar shard
         r"ArrowInvalid: Parquet magic bytes not found|Parquet magic bytes not found in footer"
         r"|tarfile\.ReadError: (?:unexpected end of data|truncated header|invalid header|empty file)"
-        r"|\btar file truncated",
+        r"|\btar file truncated"
+        # Arrow reading a JSON-lines data file that is not valid JSON
+        r"|ArrowInvalid: JSON parse error",
         0.75,
         "a data file is corrupt or truncated",
     ),
@@ -2336,8 +2383,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "autograd-misuse",
         _C.USER_CODE_ERROR,
-        "inplace|backward|reduction|mark a variable",
+        "inplace|backward|reduction|mark a variable|does not require grad",
         r"modified by an inplace operation|Trying to backward through the graph a second time"
+        r"|element 0 of tensors does not require grad and does not have a grad_fn"
         r"|Expected to have finished reduction in the prior iteration"
         r"|Expected to mark a variable ready only once",
         0.8,
@@ -2349,9 +2397,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "distributed-api-misuse",
         _C.USER_CODE_ERROR,
         "re-initialize cuda|cuda is already initialized|process group has not been initialized"
-        "|same model across all ranks",
+        "|same model across all ranks|no backend type associated",
         r"Cannot re-initialize CUDA in forked subprocess|can't create new processes if CUDA is already initialized"
-        r"|Default process group has not been initialized|DDP expects same model across all ranks",
+        r"|Default process group has not been initialized|DDP expects same model across all ranks"
+        # a collective handed CPU tensors on a process group with only a GPU backend
+        r"|No backend type associated with device type cpu",
         0.8,
         "CUDA or torch.distributed used in an order they do not allow",
     ),

@@ -3083,6 +3083,67 @@ _REVIEWED_43 = [
 ]
 
 
+#: More canonical forms written from knowledge of the tools' own messages (the stored search
+#: was spent): the GPU stack out of reach, a JIT extension build, DataLoader workers' own
+#: reports, AWS Batch and Kubernetes node loss, and what they must not claim.
+_CANONICAL_44 = [
+    (["NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."], C.ENVIRONMENT_ERROR),
+    (["Failed to initialize NVML: Unknown Error"], C.ENVIRONMENT_ERROR),
+    (
+        ['docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.1, please update your driver"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            'OSError: [WinError 126] The specified module could not be found. Error loading "C:\\torch\\lib\\fbgemm.dll"'
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu."],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["RuntimeError: Error building extension 'fused_adam'"], C.ENVIRONMENT_ERROR),
+    (["/usr/bin/ld: cannot find -lcurand: No such file or directory"], C.ENVIRONMENT_ERROR),
+    (["csrc/adam.cu:3:10: fatal error: cuda_runtime_api.h: No such file or directory"], C.ENVIRONMENT_ERROR),
+    # a data file the script names that is not there is the script's (or its config's)
+    (["FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'"], C.USER_CODE_ERROR),
+    (
+        [
+            "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && "
+            "device < num_gpus INTERNAL ASSERT FAILED"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["pyarrow.lib.ArrowInvalid: JSON parse error: Missing a name for object member. in row 0"],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (["RuntimeError: Pin memory thread exited unexpectedly"], C.DATA_PIPELINE_ERROR),
+    (["ERROR: Unexpected segmentation fault encountered in worker."], C.DATA_PIPELINE_ERROR),
+    (["Host EC2 (instance i-0a1b2c3d4e5f) terminated."], C.PREEMPTION),
+    (["Warning  NodeNotReady  pod/trainer-0  Node is not ready"], C.NODE_FAILURE),
+    (["Node gke-pool-1-abc which was running pod trainer-0 is unresponsive"], C.NODE_FAILURE),
+    (
+        ["RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"],
+        C.USER_CODE_ERROR,
+    ),
+    (["RuntimeError: No backend type associated with device type cpu"], C.USER_CODE_ERROR),
+]
+
+
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
         ["Detected XID 79 for GPU 2", "[rank1]: Watchdog caught collective operation timeout"]
@@ -3101,7 +3162,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _REVIEWED_42
     + _CANONICAL_43
     + _ROUND_43
-    + _REVIEWED_43,
+    + _REVIEWED_43
+    + _CANONICAL_44,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
