@@ -646,6 +646,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "stale file handle (network filesystem)",
     ),
+    # a shared filesystem refusing the file lock HDF5 takes (NFS, Lustre without flock), and a
+    # remote filesystem's server gone (EREMOTEIO, EHOSTDOWN from CIFS/NFS)
+    _s(
+        "fs-remote-refused",
+        _C.STORAGE_ERROR,
+        "unable to lock file|remote i/o error|errno 112",
+        r"unable to lock file, errno = 11|\[Errno 121\] Remote I/O error|\[Errno 112\] Host is down",
+        0.7,
+        "a shared filesystem refused a file lock or its server is gone",
+    ),
     # ECOMM: a network filesystem's server stopped answering a write (NFS, as HDF5 and Python
     # print it)
     _s(

@@ -3141,6 +3141,14 @@ _CANONICAL_44 = [
         C.USER_CODE_ERROR,
     ),
     (["RuntimeError: No backend type associated with device type cpu"], C.USER_CODE_ERROR),
+    (
+        [
+            "OSError: Unable to open file (unable to lock file, errno = 11, error message = 'Resource temporarily unavailable')"
+        ],
+        C.STORAGE_ERROR,
+    ),
+    (["OSError: [Errno 121] Remote I/O error: '/gpfs/ckpt/step_4000.pt'"], C.STORAGE_ERROR),
+    (["OSError: [Errno 112] Host is down: '/mnt/share/ckpt'"], C.STORAGE_ERROR),
 ]
 
 
