@@ -261,7 +261,7 @@ _TRACEBACK_START = "Traceback (most recent call last)"
 #: What keeps ranks' interleaved tracebacks apart: a launcher's host or task label and
 #: torchrun's rank prefix (`node2: [rank3]: `), each where present.
 _LINE_PREFIX_RE = re.compile(r"^((?:\s*(?:[A-Za-z][\w.-]*\d[\w.-]*|\d+): )?(?:\[\w+\]: ?)?)")
-_FRAME_RE = re.compile(r'^\s*File "(.*)", line \d+, in (\w+)\s*$')
+_FRAME_RE = re.compile(r'^\s*File "(.*)", line \d+, in (<?\w+>?)\s*$')
 
 
 @dataclass(frozen=True)
@@ -352,6 +352,28 @@ _FRAME_CONTEXTS = (
 )
 
 
+@dataclass(frozen=True)
+class _Closing:
+    """What a traceback's closing line closes: the phase its frames were in (the deepest frame
+    a context holds, with its function) and whether its innermost frame is the job's own code."""
+
+    function: str = ""
+    context: _FrameContext | None = None
+    own_code: bool = False
+    #: the innermost frame's code line is a `raise`: the code chose to fail there
+    raised: bool = False
+
+
+#: A frame in an installed package, the interpreter's library or Triage's own hooks: not the
+#: job's code. What is left (the script, its own modules, `<stdin>`) is the job's.
+_LIBRARY_PATH_RE = re.compile(
+    r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d|^<frozen |[/\\]trainer_hooks[/\\]"
+)
+#: A Python exception's closing line: `RuntimeError: ...`, `mypkg.ConfigError: ...`, a bare
+#: `Exception`; not a log level (`ERROR: ...`), which is no exception name
+_EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z][a-z]\w*)?(?:Error|Exception)\b(?::\s*\S|\s*$)")
+
+
 class _Tracebacks:
     """The phase each rank's traceback being read is in, so its closing line can be read in it.
 
@@ -360,26 +382,35 @@ class _Tracebacks:
     the context goes with it whatever that line says."""
 
     def __init__(self) -> None:
-        self._open: dict[str, tuple[str, _FrameContext] | None] = {}
+        self._open: dict[str, _Closing] = {}
 
-    def read(self, text: str) -> tuple[str, _FrameContext] | None:
-        """Note one line; the context of the traceback it closes, if it closes one that had one."""
+    def read(self, text: str) -> _Closing | None:
+        """Note one line; what the traceback it closes was, if it closes one."""
         m = _LINE_PREFIX_RE.match(text)
         prefix = (m.group(1) or "") if m else ""
         body = text[m.end() :] if m else text
         if _TRACEBACK_START in body:
             if prefix in self._open or len(self._open) < MAX_DISTINCT:
-                self._open[prefix] = None
+                self._open[prefix] = _Closing()
             return None
         if "File " in body and (f := _FRAME_RE.match(body)):
             # a frame opens a traceback too: a log cut by a thread often starts inside one
-            context = next((c for c in _FRAME_CONTEXTS if c.holds(f.group(1), f.group(2))), None)
-            if context is not None and (prefix in self._open or len(self._open) < MAX_DISTINCT):
-                self._open[prefix] = (f.group(2), context)
+            if prefix in self._open or len(self._open) < MAX_DISTINCT:
+                path, function = f.group(1), f.group(2)
+                context = next((c for c in _FRAME_CONTEXTS if c.holds(path, function)), None)
+                held = self._open.get(prefix, _Closing())
+                self._open[prefix] = _Closing(
+                    function if context is not None else held.function,
+                    context if context is not None else held.context,
+                    own_code=not _LIBRARY_PATH_RE.search(path),
+                )  # `raised` is the next code line's to say
             return None
         if prefix not in self._open:
             return None
         if body[:1].isspace():
+            held = self._open[prefix]
+            if held.own_code and not held.raised and body.lstrip().startswith("raise "):
+                self._open[prefix] = dataclasses.replace(held, raised=True)
             return None  # the frame's code line, or its ^^^^ markers
         return self._open.pop(prefix)
 
@@ -434,6 +465,8 @@ class LogClassifier:
         self._in_root_cause = False
         self._root_cause_rank: int | None = None
         self._root_cause_host: str | None = None
+        self._root_cause_exit: int | None = None
+        self._failure_text: tuple[int, str] | None = None  # (line, text) where the launcher named it
         self._launcher_failed: tuple[int, int] | None = None  # (local rank, exit code)
         self._ds_command: tuple[int, int] | None = None  # (line, local rank) of DeepSpeed's report
         self._tracebacks = _Tracebacks()
@@ -483,6 +516,22 @@ class LogClassifier:
             match = dataclasses.replace(match, symptom=True)
         if text.rstrip().endswith(_LAST_ERROR):
             self._last_error_at = self.lines
+        if (
+            closed is not None
+            and closed.own_code
+            and closed.raised
+            and closed.context is None
+            and (match is None or match.signature in _UNSPECIFIC)
+            and _EXCEPTION_LINE_RE.match(_PREFIX_RE.sub("", text, count=1))
+        ):
+            # an exception the job's own code raised, in words no family knows: the code's bug
+            match = LineMatch(
+                Category.USER_CODE_ERROR,
+                0.7,
+                "own-code-exception",
+                "an exception raised in the job's own code",
+                rank=rank_prefix(text),
+            )
         if match is None:
             return None
         if self._last_error_at == self.lines - 1 and not match.symptom:
@@ -494,8 +543,8 @@ class LogClassifier:
             and self.lines - self._ds_command[0] <= _DS_WRAP_LINES
         ):
             match = dataclasses.replace(match, rank=self._ds_command[1])
-        if closed is not None and closed[1].reads(match.signature, text):
-            function, context = closed
+        if closed is not None and closed.context is not None and closed.context.reads(match.signature, text):
+            function, context = closed.function, closed.context
             match = dataclasses.replace(
                 match,
                 category=context.category,
@@ -576,6 +625,7 @@ class LogClassifier:
             self._ds_command = (self.lines, int(d.group(1)))
         if self._launcher_failed is None and "exitcode" in text and (f := _LAUNCHER_FAILED_RE.search(text)):
             self._launcher_failed = (int(f.group(2)), int(f.group(1)))
+            self._failure_text = (self.lines, text[:MAX_TEXT])
         if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):
             self._in_root_cause = True
             return
@@ -586,6 +636,9 @@ class LogClassifier:
                 self._root_cause_rank = int(r.group(1))
             elif (h := re.match(r"\s*host\s*:\s*(\S+)", text)) and self._root_cause_host is None:
                 self._root_cause_host = h.group(1)
+            elif (x := re.match(r"\s*exitcode\s*:\s*(-?\d+)", text)) and self._root_cause_exit is None:
+                self._root_cause_exit = int(x.group(1))
+                self._failure_text = (self.lines, text[:MAX_TEXT])
 
     def feed_all(self, lines: Iterable[str]) -> LogClassifier:
         for line in lines:
@@ -627,7 +680,37 @@ class LogClassifier:
             and self._preparing_at_timeout
         ):
             return self._preparing_at_timeout
+        if root is None or (root.match.symptom and root.match.category.layer is Layer.COMMUNICATION):
+            return self._rank_that_ended_itself(root) or root
         return root
+
+    def _rank_that_ended_itself(self, root: _Hit | None) -> _Hit | None:
+        """The rank the launcher saw fail first, where it exited with a code of its own (no
+        signal) and what the log holds besides is only its peers losing it: a program that ends
+        itself with an error code (`sys.exit(3)`, an error printed elsewhere) is the program's
+        failure, on every run; the resets and timeouts the others print are its consequences."""
+        if self._root_cause_rank is not None:
+            rank, code = self._root_cause_rank, self._root_cause_exit
+        elif (failure := self._launcher_failure) is not None:
+            rank, code = failure
+        else:
+            return None
+        # 1 is any uncaught exception's (an OOM whose traceback went elsewhere too), 128 and up a
+        # shell's report of a signal: neither says the program chose to end
+        if code is None or not 1 < code < 128 or (root is not None and root.match.rank == rank):
+            return None
+        line, text = self._failure_text or (self.lines, f"rank {rank} exited with code {code}")
+        return _Hit(
+            line,
+            text,
+            LineMatch(
+                Category.USER_CODE_ERROR,
+                0.6,
+                "rank-exited-itself",
+                f"rank {rank} exited with code {code} on its own (no signal) before its peers lost it",
+                rank=rank,
+            ),
+        )
 
     def _timeout_culprit(self) -> int | None:
         """The one rank that never reported a collective timeout while all the others did."""

@@ -747,9 +747,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ray-actor-node-died",
         _C.NODE_FAILURE,
-        "its node has died|node has crashed",
+        "its node has died|node has crashed|is dead or unavailable",
         # or its owner's: "The actor is dead because its owner has died. ... Owner's node has crashed."
-        r"actor (?:is dead|died) because its node has died|Owner's node has crashed",
+        # and a task's: "Task failed because the node it was running on is dead or unavailable"
+        r"actor (?:is dead|died) because its node has died|Owner's node has crashed"
+        r"|the node it was running on is dead or unavailable",
         0.8,
         "a Ray actor died with its node",
         symptom=True,

@@ -3216,3 +3216,79 @@ def test_horovods_ready_ranks_name_the_one_missing(ready, rank):
     )
     verdict = classify_lines([line])
     assert verdict.category is C.COLLECTIVE_TIMEOUT and verdict.culprit.rank == rank
+
+
+_TORCHRUN_SUMMARY = [
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2026-12-07_15:06:39",
+    "  host      : gpu-7",
+    "  rank      : 1 (local_rank: 1)",
+    "  exitcode  : {code} (pid: 29880) ",
+    "  error_file: <N/A>",
+    "============================================================",
+]
+_PEER_LOST = (
+    "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+    "[127.0.0.1]:28591. This is typically caused by a remote worker crashing."
+)
+
+
+@pytest.mark.parametrize(
+    ("raised", "category", "rank"),
+    [
+        # the job's own code chose to fail: its bug, whatever words it used
+        (
+            [
+                '    raise RuntimeError("my custom bug: bad tensor shape at step 5")',
+                "RuntimeError: my custom bug",
+            ],
+            C.USER_CODE_ERROR,
+            1,
+        ),
+        (
+            [
+                '    raise Exception("config missing key lr_schedule")',
+                "Exception: config missing key lr_schedule",
+            ],
+            C.USER_CODE_ERROR,
+            1,
+        ),
+        # an op that failed inside the code is not a raise of its own: the peers' loss stays the evidence
+        (["    y = torch.mm(a, b)", "RuntimeError: some op failed"], C.NETWORK_ERROR, 0),
+    ],
+)
+def test_an_exception_the_jobs_own_code_raised_is_its_bug_and_its_ranks(raised, category, rank):
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/home/me/train.py", line 7, in <module>',
+        *(f"[rank1]: {line}" for line in raised),
+        _PEER_LOST,
+    ]
+    verdict = classify_lines(lines)
+    assert (verdict.category, verdict.culprit.rank) == (category, rank)
+
+
+def test_a_library_raise_is_not_the_jobs_own_code():
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/somelib/core.py", line 7, in run',
+        '    raise RuntimeError("internal state broken")',
+        "RuntimeError: internal state broken",
+    ]
+    assert classify_lines(lines).category is C.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("code", "category", "rank"),
+    [(3, C.USER_CODE_ERROR, 1), (1, C.NETWORK_ERROR, 0), (137, C.NETWORK_ERROR, 0)],
+)
+def test_a_rank_that_exited_with_its_own_code_before_its_peers_lost_it(code, category, rank):
+    # sys.exit(3) on rank 1, no traceback: its peers' lost connection is the consequence. Exit 1
+    # is any uncaught exception's (an OOM whose traceback went elsewhere too), 137 a signal's
+    lines = [_PEER_LOST, *(line.format(code=code) for line in _TORCHRUN_SUMMARY)]
+    verdict = classify_lines(lines)
+    assert (verdict.category, verdict.culprit.rank) == (category, rank)
+    if category is C.USER_CODE_ERROR:
+        assert f"exited with code {code}" in verdict.summary and "exitcode" in verdict.evidence[0].text
