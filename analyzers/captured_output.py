@@ -25,7 +25,7 @@ import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, rank_culprit, where
-from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig, classify_line
+from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig
 from triage.display import Status
 from triage.store.job_data import JobData
 from triage.store.schema import EVENT_LOG_LINE, EVENT_RANK_EXIT
@@ -122,6 +122,50 @@ def signalled_rank_findings(
     return findings
 
 
+#: Exit codes a program chooses (`sys.exit(3)`, argparse's 2): not 1, any uncaught exception's
+#: (an OOM whose traceback went elsewhere too), nor 128 and up, a shell's report of a signal
+SELF_ENDED_CODES = range(2, 128)
+SELF_ENDED_CONFIDENCE = 0.6
+
+
+def self_ended_rank_findings(
+    job: JobData, attempt: int, events: pd.DataFrame, raised: set[int]
+) -> list[Finding]:
+    """The rank the launcher saw fail first with an exit code of its own choosing and no
+    exception recorded: the program ended itself, the same on every run; its peers' resets
+    and timeouts followed from it."""
+    findings = []
+    for _, row in events[events["kind"] == EVENT_RANK_EXIT].iterrows():
+        d = _detail(row["detail"])
+        code = d.get("exit_code")
+        if (
+            not d.get("first_observed")
+            or d.get("signal") is not None
+            or not isinstance(code, int)
+            or code not in SELF_ENDED_CODES
+            or pd.isna(row["rank"])
+            or int(row["rank"]) in raised
+        ):
+            continue
+        rank = int(row["rank"])
+        culprit = _culprit(job, attempt, rank, row["node"])
+        t = _last_sign_of_life(job, attempt, rank, float(row["time"]))
+        summary = (
+            f"{where(culprit, [rank])} exited with code {code} on its own (no signal, no exception "
+            f"of its own) before the other ranks failed; their errors after {clock(t)} followed from it"
+        )
+        evidence = [Evidence(str(row["message"]), "launcher", float(row["time"]), rank)]
+        findings.append(
+            Finding(
+                attempt,
+                Verdict(Category.USER_CODE_ERROR, SELF_ENDED_CONFIDENCE, summary, culprit, t, evidence),
+                fatal=True,
+                ranks=(rank,),
+            )
+        )
+    return findings
+
+
 def log_line_findings(
     job: JobData, attempt: int, events: pd.DataFrame, raised: set[int], *, hooked: bool
 ) -> list[Finding]:
@@ -130,7 +174,8 @@ def log_line_findings(
     )
     if lines.empty:
         return []
-    v = LogClassifier("captured output", _RAW).feed_all(str(m) for m in lines["message"]).verdict()
+    classifier = LogClassifier("captured output", _RAW).feed_all(str(m) for m in lines["message"])
+    v = classifier.verdict()
     if v.category is Category.UNKNOWN or not v.evidence:
         return []
     rows = lines.reset_index(drop=True)
@@ -140,12 +185,14 @@ def log_line_findings(
     culprit = _culprit(job, attempt, rank, first["node"])
     if v.culprit.gpu is not None and culprit.gpu is None:
         culprit = Culprit(rank=culprit.rank, node=culprit.node, gpu=v.culprit.gpu)
-    match = classify_line(v.evidence[0].text)
+    # the whole output's reading decides, not the deciding line alone (a plain RuntimeError the
+    # job's own code raised is a cause; the same words from a library are a symptom)
+    cause = classifier.cause()
     evidence = [
         Evidence(e.text, "captured_output", float(rows.iloc[(e.line or 1) - 1]["time"]), e.rank, e.line)
         for e in v.evidence
     ]
-    what = match.description if match else v.category.value
+    what = cause.description if cause else v.category.value
     summary = (
         f"{where(culprit, [rank] if rank is not None else [])} printed "
         f"`{_body(v.evidence[0].text)}` at {clock(t)}: {what}"
@@ -157,7 +204,7 @@ def log_line_findings(
             # an attempt its supervisor saw complete was not ended by what it printed (torchrun's
             # store warns of a connection reset as the ranks leave at the end)
             fatal=not _completed(job, attempt),
-            symptom=hooked or bool(match and match.symptom),
+            symptom=hooked or bool(cause and cause.symptom),
             ranks=(rank,) if rank is not None else (),
         )
     ]
@@ -183,5 +230,6 @@ def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]
         raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"].dropna().astype(int))
         hooked = bool(((ev["attempt"] == a) & (ev["kind"] == "process_start")).any())
         findings += signalled_rank_findings(job, a, events, raised)
+        findings += self_ended_rank_findings(job, a, events, raised)
         findings += log_line_findings(job, a, events, raised, hooked=hooked)
     return findings

@@ -353,7 +353,7 @@ _FRAME_CONTEXTS = (
 
 
 @dataclass(frozen=True)
-class _Closing:
+class TracebackEnd:
     """What a traceback's closing line closes: the phase its frames were in (the deepest frame
     a context holds, with its function) and whether its innermost frame is the job's own code."""
 
@@ -362,6 +362,8 @@ class _Closing:
     own_code: bool = False
     #: the innermost frame's code line is a `raise`: the code chose to fail there
     raised: bool = False
+    #: the innermost frame's lines as printed (its `File ...` line, then its `raise` line)
+    frame: tuple[str, ...] = ()
 
 
 #: A frame in an installed package, the interpreter's library or Triage's own hooks: not the
@@ -374,7 +376,20 @@ _LIBRARY_PATH_RE = re.compile(
 _EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z][a-z]\w*)?(?:Error|Exception)\b(?::\s*\S|\s*$)")
 
 
-class _Tracebacks:
+def own_code_exception(end: TracebackEnd | None, text: str, match: LineMatch | None) -> bool:
+    """Whether `text` closes a traceback the job's own code raised (its innermost frame the
+    script's, its code line a `raise`), in words no family names: the code's own failure."""
+    return (
+        end is not None
+        and end.own_code
+        and end.raised
+        and end.context is None
+        and (match is None or match.signature in _UNSPECIFIC)
+        and bool(_EXCEPTION_LINE_RE.match(_PREFIX_RE.sub("", text, count=1)))
+    )
+
+
+class TracebackReader:
     """The phase each rank's traceback being read is in, so its closing line can be read in it.
 
     Kept per line prefix (`[rank3]:`, `[default3]:`, none), since ranks' tracebacks interleave in
@@ -382,27 +397,28 @@ class _Tracebacks:
     the context goes with it whatever that line says."""
 
     def __init__(self) -> None:
-        self._open: dict[str, _Closing] = {}
+        self._open: dict[str, TracebackEnd] = {}
 
-    def read(self, text: str) -> _Closing | None:
+    def read(self, text: str) -> TracebackEnd | None:
         """Note one line; what the traceback it closes was, if it closes one."""
         m = _LINE_PREFIX_RE.match(text)
         prefix = (m.group(1) or "") if m else ""
         body = text[m.end() :] if m else text
         if _TRACEBACK_START in body:
             if prefix in self._open or len(self._open) < MAX_DISTINCT:
-                self._open[prefix] = _Closing()
+                self._open[prefix] = TracebackEnd()
             return None
         if "File " in body and (f := _FRAME_RE.match(body)):
             # a frame opens a traceback too: a log cut by a thread often starts inside one
             if prefix in self._open or len(self._open) < MAX_DISTINCT:
                 path, function = f.group(1), f.group(2)
                 context = next((c for c in _FRAME_CONTEXTS if c.holds(path, function)), None)
-                held = self._open.get(prefix, _Closing())
-                self._open[prefix] = _Closing(
+                held = self._open.get(prefix, TracebackEnd())
+                self._open[prefix] = TracebackEnd(
                     function if context is not None else held.function,
                     context if context is not None else held.context,
                     own_code=not _LIBRARY_PATH_RE.search(path),
+                    frame=(text[:MAX_TEXT],),
                 )  # `raised` is the next code line's to say
             return None
         if prefix not in self._open:
@@ -410,7 +426,9 @@ class _Tracebacks:
         if body[:1].isspace():
             held = self._open[prefix]
             if held.own_code and not held.raised and body.lstrip().startswith("raise "):
-                self._open[prefix] = dataclasses.replace(held, raised=True)
+                self._open[prefix] = dataclasses.replace(
+                    held, raised=True, frame=(*held.frame, text[:MAX_TEXT])
+                )
             return None  # the frame's code line, or its ^^^^ markers
         return self._open.pop(prefix)
 
@@ -469,7 +487,7 @@ class LogClassifier:
         self._failure_text: tuple[int, str] | None = None  # (line, text) where the launcher named it
         self._launcher_failed: tuple[int, int] | None = None  # (local rank, exit code)
         self._ds_command: tuple[int, int] | None = None  # (line, local rank) of DeepSpeed's report
-        self._tracebacks = _Tracebacks()
+        self._tracebacks = TracebackReader()
         # the newest data-preparation progress short of 100%, and what it was when the first
         # collective timed out: peers that waited past the timeout for a rank still tokenizing
         self._preparing: _Hit | None = None
@@ -516,14 +534,7 @@ class LogClassifier:
             match = dataclasses.replace(match, symptom=True)
         if text.rstrip().endswith(_LAST_ERROR):
             self._last_error_at = self.lines
-        if (
-            closed is not None
-            and closed.own_code
-            and closed.raised
-            and closed.context is None
-            and (match is None or match.signature in _UNSPECIFIC)
-            and _EXCEPTION_LINE_RE.match(_PREFIX_RE.sub("", text, count=1))
-        ):
+        if own_code_exception(closed, text, match):
             # an exception the job's own code raised, in words no family knows: the code's bug
             match = LineMatch(
                 Category.USER_CODE_ERROR,
@@ -791,6 +802,12 @@ class LogClassifier:
             return self._root_cause_rank
         failure = self._launcher_failure
         return None if failure is None else failure[0]
+
+    def cause(self) -> LineMatch | None:
+        """What the line the verdict rests on says (its category, strength and whether it is a
+        symptom); None where nothing in the log explains the failure."""
+        root = self._root()
+        return None if root is None else root.match
 
     def verdict(self) -> Verdict:
         cfg = self.config

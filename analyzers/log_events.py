@@ -49,7 +49,8 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     for _, row in job.events[job.events["kind"] == "exception"].iterrows():
         attempt, t = int(row["attempt"]), float(row["time"])
         rank = None if pd.isna(row["rank"]) else int(row["rank"])
-        v = LogClassifier("exception", _RAW).feed_all(_exception_lines(row)).verdict()
+        classifier = LogClassifier("exception", _RAW).feed_all(_exception_lines(row))
+        v = classifier.verdict()
         # A failure gathered from every rank (DCP's "rank 3: OSError ...") names where it
         # happened; each rank that re-raises it is not the culprit.
         if v.culprit.rank is not None and v.category is not Category.UNKNOWN:
@@ -64,9 +65,12 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             )
             evidence = [Evidence(first_line, "exception", t, rank)]
         else:
-            match = classify_line(v.evidence[0].text)
+            # the whole traceback's reading decides, not its last line alone: a plain
+            # RuntimeError the job's own code raised is a cause, the same words from a library
+            # a symptom
+            cause = classifier.cause()
             category, confidence = v.category, v.confidence
-            symptom = bool(match and match.symptom)
+            symptom = bool(cause and cause.symptom)
             evidence = [Evidence(e.text, "exception", t, rank, e.line) for e in v.evidence]
         summary = f"{where(culprit)} raised `{first_line}` at {clock(t)}"
         findings.append(

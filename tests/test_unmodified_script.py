@@ -175,13 +175,26 @@ def test_a_job_without_hooks_is_never_stopped_as_hung_and_judged_by_its_output(t
     assert incident["culprit"]["rank"] == 0 and incident["evidence"][0]["source"] == "launcher"
 
 
-def test_a_user_exception_without_hooks_fails_fast_with_its_rank(tmp_path):
-    rc, report = run_job(tmp_path, "ddp_train.py", "--no-auto-hooks", fault=("raise", 1, 3))
+@pytest.mark.parametrize(
+    "fault, hooks, said",
+    [
+        (("raise", 1, 3), "--no-auto-hooks", "bad batch shape at step 3"),
+        # a plain RuntimeError in words no library uses: only where it was raised says whose it
+        # is (a new user's first try was called a network error on the rank that lost its peer)
+        (("raise_own", 1, 3), "--no-auto-hooks", "my own check failed at step 3"),
+        (("raise_own", 0, 4), "--auto-hooks", "my own check failed at step 4"),
+        # sys.exit(3), no traceback: the rank that ended itself, its peers' resets the consequence
+        (("exit", 1, 3), "--no-auto-hooks", "exited with code 3"),
+    ],
+    ids=["valueerror", "own-runtimeerror", "own-runtimeerror-hooked-rank0", "sys-exit"],
+)
+def test_a_user_exception_fails_fast_with_its_rank(tmp_path, fault, hooks, said):
+    rc, report = run_job(tmp_path, "ddp_train.py", hooks, fault=fault)
     assert rc == 1 and report["status"] == "failed"
     [attempt] = report["attempts"]
     assert attempt["verdict"]["category"] == "user_code_error"
-    assert attempt["verdict"]["culprit"]["rank"] == 1 and attempt["action"] == "fail_fast"
-    assert "bad batch shape at step 3" in attempt["verdict"]["summary"]
+    assert attempt["verdict"]["culprit"]["rank"] == fault[1] and attempt["action"] == "fail_fast"
+    assert said in attempt["verdict"]["summary"]
 
 
 @pytest.mark.parametrize("script, culprit", [("ddp_train.py", 1), ("fsdp_train.py", 0)])

@@ -19,6 +19,7 @@ model for WORKLOAD_EVAL_S seconds: forward passes, no optimizer step.
 import multiprocessing
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -56,12 +57,16 @@ def save_extras(step: int, rank: int) -> dict:
 
 def fault(step: int, rank: int) -> None:
     kind = os.environ.get("WORKLOAD_FAULT", "")
-    if kind not in ("kill", "raise", "hang") or not _fires(kind, step, rank):
+    if kind not in ("kill", "raise", "raise_own", "exit", "hang") or not _fires(kind, step, rank):
         return
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if kind == "raise":
         raise ValueError(f"bad batch shape at step {step}")
+    if kind == "raise_own":  # in words no library uses: only where it was raised says whose
+        raise RuntimeError(f"my own check failed at step {step}")
+    if kind == "exit":  # a script that ends itself with an error code, no traceback
+        sys.exit(3)
     if kind == "hang":
         time.sleep(3600)
 

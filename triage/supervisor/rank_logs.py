@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from triage.analyzers.log_classifier import classify_line, rank_prefix
+from triage.analyzers.log_classifier import TracebackReader, classify_line, own_code_exception, rank_prefix
 from triage.store.schema import EVENT_LOG_LINE, EVENT_RANK_EXIT, EVENT_SOURCE_SUPERVISOR
 
 log = logging.getLogger(__name__)
@@ -218,6 +218,7 @@ class AttemptLog:
         self.exits: list[RankExit] = []
         self.lines = 0
         self._per_signature: Counter[tuple[str, int | None]] = Counter()
+        self._tracebacks = TracebackReader()  # whose code raised what the ranks print
         self._summary = _Summary()
         self._stopping_at: float | None = None
 
@@ -291,16 +292,26 @@ class AttemptLog:
             if exit_ is not None:
                 self.exits.append(exit_)
                 return
+            end = self._tracebacks.read(text)
             if len(self.decisive) >= MAX_DECISIVE_LINES:
                 return
             match = classify_line(text)
-            if match is None:
-                return
-            key = (match.signature, rank)
-            self._per_signature[key] += 1
-            if self._per_signature[key] > MAX_LINES_PER_SIGNATURE:
-                return
-            self.decisive.append(CapturedLine(now, stream, rank, text[:_STORED_LINE_CHARS], match.signature))
+            if own_code_exception(end, text, match) and end is not None:
+                # keep the frame that raised it with it: only where it was raised says the
+                # exception is the job's own (a plain RuntimeError of the script's)
+                self._keep(now, stream, rank, "own-code-exception", (*end.frame, text))
+            elif match is not None:
+                self._keep(now, stream, rank, match.signature, (text,))
+
+    def _keep(
+        self, now: float, stream: str, rank: int | None, signature: str, texts: tuple[str, ...]
+    ) -> None:
+        key = (signature, rank)
+        self._per_signature[key] += 1
+        if self._per_signature[key] > MAX_LINES_PER_SIGNATURE:
+            return
+        for text in texts:
+            self.decisive.append(CapturedLine(now, stream, rank, text[:_STORED_LINE_CHARS], signature))
 
     def _rank_file(self, rank: int) -> _RotatingFile | None:
         """The rank's own file; None past `MAX_RANK_FILES` ranks (the combined log has them)."""
