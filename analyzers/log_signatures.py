@@ -2403,6 +2403,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "autograd / DDP misuse",
     ),
+    # the command names a script that is not there: every attempt fails at its first line
+    _s(
+        "script-not-found",
+        _C.USER_CODE_ERROR,
+        "can't open file",
+        r"python[\d.]*: can't open file '[^']+': \[Errno 2\] No such file or directory",
+        0.85,
+        "the command names a script that does not exist",
+    ),
     # the script uses CUDA or torch.distributed in an order they do not allow: the code's bug on
     # every run, whatever the machine
     _s(

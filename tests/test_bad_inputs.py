@@ -326,6 +326,17 @@ def test_a_job_id_that_is_no_directory_name_is_refused(tmp_path, job):
     assert not (tmp_path / "spool").exists() and not (tmp_path / "locks").exists()
 
 
+def test_a_command_that_cannot_start_is_refused_not_retried(tmp_path):
+    # every attempt would fail at its first instruction: no restart, no verdict, exit 2
+    out = triage("run", "--data-dir", str(tmp_path), "--agents", "none", "--", "torchrunn", "train.py")
+    assert_one_line_error(out, "cannot start 'torchrunn'", "no such command")
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\necho hi\n")  # not executable
+    out = triage("run", "--data-dir", str(tmp_path), "--agents", "none", "--", str(script))
+    assert_one_line_error(out, "not an executable file")
+    assert not (tmp_path / "spool").exists()
+
+
 # -- durability -------------------------------------------------------------------------------
 
 _CRASHING_INGEST = r"""

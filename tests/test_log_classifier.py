@@ -3141,6 +3141,13 @@ _CANONICAL_44 = [
         C.USER_CODE_ERROR,
     ),
     (["RuntimeError: No backend type associated with device type cpu"], C.USER_CODE_ERROR),
+    # a command naming a script that is not there (a new user's typo): fail fast, the rank's
+    (
+        [
+            "[rank0]:/opt/venv/bin/python: can't open file '/home/me/trian.py': [Errno 2] No such file or directory"
+        ],
+        C.USER_CODE_ERROR,
+    ),
     (
         [
             "OSError: Unable to open file (unable to lock file, errno = 11, error message = 'Resource temporarily unavailable')"

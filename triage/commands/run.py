@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 
 from triage.commands.report_view import print_job_report
@@ -76,6 +78,14 @@ def run(args: argparse.Namespace) -> int:
             "`triage run -- triage train --nnodes 2 --nproc-per-node 2`"
         )
     cfg = config_from_args(SupervisorConfig, args)
+    if cfg.launcher == "local" and shutil.which(command[0]) is None:
+        # every attempt would fail the same way at its first instruction: no restart helps
+        why = (
+            "it is not an executable file (chmod +x it, or run it through its interpreter)"
+            if os.path.exists(command[0])
+            else "no such command (not a file, nor on PATH); check its spelling, or give its full path"
+        )
+        raise ConfigError(f"cannot start {command[0]!r}: {why}")
     supervisor = Supervisor(
         cfg,
         command,
