@@ -255,6 +255,16 @@ def test_ctrl_c_stops_the_job_and_its_agents(tmp_path):
     assert not processes_with_job("interrupt") and not _agent_processes(data_dir)
     _, outcomes = stored(data_dir, "interrupt")
     assert outcomes == [{"attempt": 0, "status": "failed"}]
+    # the ranks' SIGTERMs were the supervisor's own: no preemption in the job's analysis or the
+    # fleet's failure figures (a new user's Ctrl-C was counted as one)
+    out = subprocess.run(
+        [sys.executable, "-m", "triage.cli", "analyze", "interrupt", "--json", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    categories = {i["category"] for i in json.loads(out.stdout)["incidents"]}
+    assert "preemption" not in categories, categories
 
 
 def _agent_processes(data_dir: Path) -> list[int]:

@@ -545,8 +545,26 @@ class Supervisor:
         output.attach(launcher.stdout, launcher.stderr)
         try:
             outcome, detection, progress = self._watch(procs, attempt, report, agents, step_name)
-        except BaseException:
+        except BaseException as exc:
+            interrupted_at = time.time()
             report.killed_pids = procs.stop(self.cfg.grace)
+            if isinstance(exc, KeyboardInterrupt) and str(exc) in ("", "SIGINT"):
+                # Ctrl-C: the ranks' SIGTERMs that follow are this supervisor's, no preemption
+                # (a SIGTERM to the supervisor stays one: a pod evicted, a node drained)
+                host = socket.gethostname()
+                self._safely(
+                    f"recording attempt {attempt}'s interruption",
+                    record_output,
+                    self.data_dir,
+                    self.job_id,
+                    self.run_id,
+                    attempt,
+                    events=[
+                        stop_event_row(self.job_id, self.run_id, attempt, host, interrupted_at, "Ctrl-C")
+                    ],
+                    ranks=[],
+                    host=host,
+                )
             self._cancel_step(step_name)
             _end_capture(output, scratch if own_scratch else None)
             report.outcome, report.detection, report.ended = Status.FAILED, "interrupted", time.time()
