@@ -337,6 +337,15 @@ def test_a_command_that_cannot_start_is_refused_not_retried(tmp_path):
     assert not (tmp_path / "spool").exists()
 
 
+def test_a_hang_timeout_too_short_to_see_work_outside_steps_is_said_so(tmp_path):
+    # an 8 s timeout stopped a healthy 15 s evaluation as a hang: the user is told up front
+    out = triage("run", "--data-dir", str(tmp_path), "--agents", "none", "--hang-timeout", "8", "--", "true")
+    assert out.returncode == 0, out.stderr
+    assert "note: --hang-timeout 8 s is shorter than the 20 s" in out.stderr
+    out = triage("run", "--data-dir", str(tmp_path), "--agents", "none", "--hang-timeout", "60", "--", "true")
+    assert out.returncode == 0 and "note:" not in out.stderr
+
+
 # -- durability -------------------------------------------------------------------------------
 
 _CRASHING_INGEST = r"""

@@ -47,10 +47,15 @@ from triage.commands.report_view import print_job_report
 from triage.config import ConfigError, add_config_args, config_from_args
 from triage.display import Status
 from triage.supervisor.config import SupervisorConfig
+from triage.supervisor.observe import MAIN_WORK_WINDOW_S
 from triage.supervisor.quarantine import QuarantineConfig
 from triage.supervisor.report import LiveState
 from triage.supervisor.slurm import SlurmError
 from triage.supervisor.supervisor import Supervisor
+
+#: A hang timeout below this cannot see work outside steps in time: the ranks' main-thread work
+#: is judged over `MAIN_WORK_WINDOW_S` of reports, which reach the store a few seconds late
+SHORT_HANG_TIMEOUT_S = 2 * MAIN_WORK_WINDOW_S
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
             else "no such command (not a file, nor on PATH); check its spelling, or give its full path"
         )
         raise ConfigError(f"cannot start {command[0]!r}: {why}")
+    if cfg.hang_timeout is not None and cfg.hang_timeout < SHORT_HANG_TIMEOUT_S:
+        print(
+            f"triage run: note: --hang-timeout {cfg.hang_timeout:g} s is shorter than the "
+            f"{SHORT_HANG_TIMEOUT_S:g} s it takes to see ranks working outside steps (an evaluation, "
+            "a save, data preparation): such work may be stopped as a hang",
+            file=sys.stderr,
+        )
     supervisor = Supervisor(
         cfg,
         command,

@@ -28,7 +28,8 @@ class SupervisorConfig:
         default=None,
         metadata={
             "help": "seconds without step progress that count as a hang (default: the analyzers' "
-            "max(30 s, 10 x the median step time))",
+            "max(30 s, 10 x the median step time)); below about 20 s, work outside steps (an "
+            "evaluation, a save) can be taken for a hang before its ranks' reports show it",
             "metavar": "S",
         },
     )
