@@ -63,6 +63,13 @@ def _last_sign_of_life(job: JobData, attempt: int, rank: int, fallback: float) -
     return float(hb["time"].max()) if not hb.empty else fallback
 
 
+def _first_failure(row: pd.Series, detail: dict[str, object], raised: set[int]) -> int | None:
+    """The rank of an exit the launcher saw first, where no exception of its own explains it."""
+    if not detail.get("first_observed") or pd.isna(row["rank"]) or int(row["rank"]) in raised:
+        return None
+    return int(row["rank"])
+
+
 def signalled_rank_findings(
     job: JobData, attempt: int, events: pd.DataFrame, raised: set[int]
 ) -> list[Finding]:
@@ -83,15 +90,9 @@ def signalled_rank_findings(
             # have said since by which signal (a stop signal would be its teardown, not this)
             late = reported.get(int(row["rank"])) if pd.notna(row["rank"]) else None
             sig = late if late is not None and late not in _STOP_SIGNALS else "a signal"
-        if (
-            not d.get("first_observed")
-            or not isinstance(sig, str)
-            or sig in _STOP_SIGNALS
-            or pd.isna(row["rank"])
-            or int(row["rank"]) in raised
-        ):
+        rank = _first_failure(row, d, raised)
+        if rank is None or not isinstance(sig, str) or sig in _STOP_SIGNALS:
             continue
-        rank = int(row["rank"])
         culprit = _culprit(job, attempt, rank, row["node"])
         t = _last_sign_of_life(job, attempt, rank, float(row["time"]))
         findings.append(
@@ -138,16 +139,14 @@ def self_ended_rank_findings(
     for _, row in events[events["kind"] == EVENT_RANK_EXIT].iterrows():
         d = _detail(row["detail"])
         code = d.get("exit_code")
+        rank = _first_failure(row, d, raised)
         if (
-            not d.get("first_observed")
+            rank is None
             or d.get("signal") is not None
             or not isinstance(code, int)
             or code not in SELF_ENDED_CODES
-            or pd.isna(row["rank"])
-            or int(row["rank"]) in raised
         ):
             continue
-        rank = int(row["rank"])
         culprit = _culprit(job, attempt, rank, row["node"])
         t = _last_sign_of_life(job, attempt, rank, float(row["time"]))
         summary = (
