@@ -218,6 +218,38 @@ def test_a_rank_the_launcher_saw_killed_is_the_culprit_not_its_peers_resets(kill
     assert v.culprit.node == f"node{killed // 2}"
 
 
+@pytest.mark.parametrize(
+    ("ended", "code", "category"), [(1, 3, "user_code_error"), (2, 2, "user_code_error"), (3, 1, None)]
+)
+def test_a_rank_the_launcher_saw_end_itself_with_its_own_code_is_the_culprit(ended, code, category):
+    # sys.exit(3), argparse's 2: the program ended itself, the same on every run; its peers'
+    # resets are the consequence. 1 is any uncaught exception's: no such reading
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(5), T0 + 5)
+    for r in range(4):
+        for k in range(3):
+            b.heartbeat(0, r, end - 2 + k, 4)
+    for r in (r for r in range(4) if r != ended):
+        b.event(0, r, end + 0.5, "exception", "RuntimeError: Connection reset by peer")
+    supervisor_event(
+        b,
+        0,
+        ended,
+        end + 2,
+        EVENT_RANK_EXIT,
+        f"rank {ended} exited",
+        exit_code=code,
+        signal=None,
+        first_observed=True,
+    )
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    if category is None:
+        assert "exited with code" not in v.summary
+    else:
+        assert (v.category.value, v.culprit.rank) == (category, ended)
+        assert f"exited with code {code} on its own" in v.summary
+
+
 WORKER_GONE = "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly"
 
 

@@ -19,7 +19,6 @@ model for WORKLOAD_EVAL_S seconds: forward passes, no optimizer step.
 import multiprocessing
 import os
 import signal
-import sys
 import time
 
 import torch
@@ -57,7 +56,7 @@ def save_extras(step: int, rank: int) -> dict:
 
 def fault(step: int, rank: int) -> None:
     kind = os.environ.get("WORKLOAD_FAULT", "")
-    if kind not in ("kill", "raise", "raise_own", "exit", "hang") or not _fires(kind, step, rank):
+    if kind not in ("kill", "raise", "raise_own", "hang") or not _fires(kind, step, rank):
         return
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -65,8 +64,6 @@ def fault(step: int, rank: int) -> None:
         raise ValueError(f"bad batch shape at step {step}")
     if kind == "raise_own":  # in words no library uses: only where it was raised says whose
         raise RuntimeError(f"my own check failed at step {step}")
-    if kind == "exit":  # a script that ends itself with an error code, no traceback
-        sys.exit(3)
     if kind == "hang":
         time.sleep(3600)
 
