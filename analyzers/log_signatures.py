@@ -157,6 +157,26 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "CUDA 802: the NVSwitch fabric is not up (Fabric Manager)",
     ),
+    # NVSwitch systems cannot use their GPUs together while the fabric manager is down; a fabric
+    # manager built for another driver is the node's software set-up, not its fabric
+    _s(
+        "fabric-manager-down",
+        _C.NVLINK_ERROR,
+        "fabric manager|fabricmanager",
+        r"[Ff]abric ?[Mm]anager (?:is |was )?not (?:running|started|active)"
+        r"|nvidia-fabricmanager\.service: (?:Failed with result|Main process exited, code=exited, status=[1-9])",
+        0.7,
+        "the NVSwitch Fabric Manager is not running",
+    ),
+    _s(
+        "fabric-manager-version-mismatch",
+        _C.ENVIRONMENT_ERROR,
+        "fabric manager|fabricmanager",
+        r"[Ff]abric ?[Mm]anager.{0,60}(?:version.{0,40}(?:does not match|mismatch|incompatible)"
+        r"|(?:does not match|mismatch).{0,40}driver version)",
+        0.75,
+        "the Fabric Manager's version does not match the GPU driver's",
+    ),
     _s(
         "nvswitch-sxid",
         _C.NVLINK_ERROR,
@@ -703,6 +723,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "the NFS server stopped responding",
     ),
     _s("kernel-panic", _C.NODE_FAILURE, "kernel panic", r"Kernel panic - not syncing", 0.9, "kernel panic"),
+    # a CPU that stopped taking interrupts: the node stops answering (a soft lockup or a hung
+    # task is often lived through and is not read here)
+    _s(
+        "host-hard-lockup",
+        _C.NODE_FAILURE,
+        "hard lockup",
+        r"Watchdog detected hard LOCKUP on cpu",
+        0.75,
+        "a host CPU locked up hard (the NMI watchdog)",
+    ),
     # the host's own hardware failing: an uncorrected machine check or DIMM error takes the node
     # down or poisons its memory (a corrected one is logged and lived with: not read here)
     _s(
@@ -1085,6 +1115,17 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # the HCA itself reports the failure (a port went down, the adapter is in a fatal state)
     _s(
+        "mlx5-health-failed",
+        _C.NETWORK_ERROR,
+        "mlx5",
+        # the ConnectX driver's health poll: firmware asserted, the device stopped answering PCI
+        # reads, recovery gave up; every queue pair on the adapter is gone
+        r"mlx5_core\b.*(?:health compromised|Driver is in error state|fw_fatal_reporter_err"
+        r"|health recovery flow aborted|device's health compromised)",
+        0.8,
+        "the InfiniBand/RoCE adapter's firmware failed (mlx5 health)",
+    ),
+    _s(
         "nccl-ib-async-event",
         _C.NETWORK_ERROR,
         "async event",
@@ -1186,8 +1227,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ofi-no-provider",
         _C.ENVIRONMENT_ERROR,
-        "fi_getinfo",
-        r"NET/OFI .{0,40}fi_getinfo\(\) call failed",
+        "fi_getinfo|unable to find a protocol",
+        r"NET/OFI .{0,40}fi_getinfo\(\) call failed|NET/OFI Unable to find a protocol that worked",
         0.7,
         "NCCL's OFI plugin found no usable libfabric provider (EFA devices not visible?)",
         symptom=True,  # NCCL then falls back to its socket transport: the job may go on
@@ -2253,8 +2294,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "loss-is-nan",
         _C.NUMERICAL_INSTABILITY,
-        "nan",
-        r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])\w*loss\w*'?\s*[:=]\s*'?[-+]?(?:nan|inf)\b"
+        # an infinite loss carries no "nan": its printed forms (`train_loss=inf`, `loss: -inf`)
+        "nan|=inf|= inf|=-inf|= -inf|=+inf|:inf|: inf|:-inf|: -inf|: +inf|'inf|loss inf|loss -inf|loss +inf",
+        r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])\w*loss\w*'?\s*[:=]\s*'?[-+]?nan\b"
+        # not the starting value of a best-so-far or a loss scale (`best_val_loss: inf`)
+        r"|(?<![\w-])(?!\w*(?:best|min|max|lowest|prev|init|scale|threshold))\w*loss\w*'?\s*[:=]\s*'?[-+]?inf\b"
         r"|(?<![\w-])(?:train |val |valid )?loss\s+[-+]?(?:nan|inf)\b(?!\s*(?:loss|is|was|when|in|at|after)\b)"
         r"|grad[_ ]norm'?\s*[:=]\s*'?nan\b|found NaN in|returned nan values|NaN or Inf found"
         r"|detected inf or nan"
@@ -2363,6 +2407,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"device-side assert triggered|Assertion `[^`]+` failed",
         0.85,
         "a device-side assert (bad index or label in the training code)",
+    ),
+    # NCCL refusing a call it was given wrong (two ranks on one GPU, counts that differ across
+    # ranks, a communicator used after its abort); its own warning, when printed, is stronger
+    _s(
+        "nccl-invalid-usage",
+        _C.USER_CODE_ERROR,
+        "invalid usage|ncclinvalidusage",
+        r"NCCL error.{0,120}\binvalid usage\b|\bncclInvalidUsage\b",
+        0.55,
+        "NCCL refused a call as invalid usage (the launch's device assignment or mismatched calls)",
     ),
     _s(
         "nccl-duplicate-gpu",

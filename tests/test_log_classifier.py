@@ -3158,6 +3158,47 @@ _CANONICAL_44 = [
     (["OSError: [Errno 112] Host is down: '/mnt/share/ckpt'"], C.STORAGE_ERROR),
 ]
 
+# written from the tools' own messages before round 45's logs were seen
+_CANONICAL_45 = [
+    # an infinite loss carries no "nan"; a best-so-far or a loss scale starting at inf is no failure
+    (["Step 500: train_loss=inf"], C.NUMERICAL_INSTABILITY),
+    (["epoch 3 | loss: -inf | lr: 1e-4"], C.NUMERICAL_INSTABILITY),
+    (["{'loss': inf, 'learning_rate': 1e-05, 'epoch': 0.5}"], C.NUMERICAL_INSTABILITY),
+    (["best_val_loss: inf"], C.UNKNOWN),
+    (["loss_scale=inf min_loss_scale=1"], C.UNKNOWN),
+    (["INFO: loss: info follows"], C.UNKNOWN),
+    (["host-1:77:77 [0] NCCL WARN NET/OFI Unable to find a protocol that worked"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "mlx5_core 0000:3b:00.0: mlx5_fw_fatal_reporter_err_work:1895:(pid 523): Driver is in error state. Unloading"
+        ],
+        C.NETWORK_ERROR,
+    ),
+    (["NMI watchdog: Watchdog detected hard LOCKUP on cpu 17"], C.NODE_FAILURE),
+    (["watchdog: BUG: soft lockup - CPU#12 stuck for 22s! [python:1234]"], C.UNKNOWN),
+    (["nvidia-fabricmanager.service: Failed with result 'exit-code'."], C.NVLINK_ERROR),
+    (["Fabric Manager is not running on this node; NVLink is not active"], C.NVLINK_ERROR),
+    (
+        ["fabric manager NVLink version 535.104.05 does not match with driver version 535.129.03"],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+            "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    # the invalid usage beside a watchdog timeout it caused is still the cause
+    (
+        [
+            "[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+            "[rank0]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600013 milliseconds",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -3178,7 +3219,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _CANONICAL_43
     + _ROUND_43
     + _REVIEWED_43
-    + _CANONICAL_44,
+    + _CANONICAL_44
+    + _CANONICAL_45,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
