@@ -2137,6 +2137,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.95,
         "the GPU ran out of memory",
     ),
+    # TensorFlow's allocator refusing a tensor on a GPU (on the CPU it is the host's memory)
+    _s(
+        "tf-oom-allocating",
+        _C.GPU_OOM,
+        "oom when allocating",
+        r"\bOOM when allocating tensor\b(?!.*device:CPU)",
+        0.9,
+        "TensorFlow ran out of GPU memory allocating a tensor",
+    ),
     # NCCL failing to allocate: after a CUDA error it names on the line before (`Cuda failure
     # 'out of memory'`, or another), or, alone, on a GPU whose memory is taken: a symptom, which
     # that line outranks
@@ -2208,11 +2217,22 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "an inf or NaN appeared in the activations (the HF debug tracer stopped the run)",
     ),
+    # torch.distributions handed a NaN parameter (a policy's or a VAE's outputs went non-finite)
+    _s(
+        "distribution-invalid-values",
+        _C.NUMERICAL_INSTABILITY,
+        "invalid values",
+        r"Expected parameter \w+ .{0,200}to satisfy the constraint \w+\(.{0,40}\), but found invalid values",
+        0.75,
+        "a distribution's parameters became NaN (the model's outputs went non-finite)",
+    ),
     _s(
         "loss-scale-minimum",
         _C.NUMERICAL_INSTABILITY,
         "loss scale|loss_scale",
         r"Current loss scale already at minimum|Attempted loss scale: 1(?:\.0)?, reducing to 1\b"
+        # apex's older scaler halving a scale that is already gone
+        r"|reducing loss scale to 0(?:\.0+)?\s*$"
         r"|minimum loss scale reached"
         # a dynamic loss scale that fell below 1 (fairseq "setting loss scale to: 0.00048",
         # "loss_scale 0" in its metric lines): every step overflows

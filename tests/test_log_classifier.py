@@ -3197,6 +3197,32 @@ _CANONICAL_45 = [
         ],
         C.USER_CODE_ERROR,
     ),
+    (
+        [
+            "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+            "shape[32,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "ResourceExhaustedError: OOM when allocating tensor with shape[1000000,1000] and type float on "
+            "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu"
+        ],
+        C.UNKNOWN,
+    ),
+    (
+        ["Exception: Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 0.0"],
+        C.NUMERICAL_INSTABILITY,
+    ),
+    (["Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0"], C.UNKNOWN),
+    (
+        [
+            "ValueError: Expected parameter loc (Tensor of shape (64, 2)) of distribution Normal(loc: torch.Size([64, 2]), "
+            "scale: torch.Size([64, 2])) to satisfy the constraint Real(), but found invalid values:"
+        ],
+        C.NUMERICAL_INSTABILITY,
+    ),
 ]
 
 
