@@ -627,8 +627,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "nccl-shm-segment",
         _C.STORAGE_ERROR,
-        "shared memory segment",
-        r"(?:Error while creating|while creating) shared memory segment /dev/shm/nccl",
+        "shared memory segment|failed to extend",
+        # newer NCCL: "Error: failed to extend /dev/shm/nccl-Qb1c to 9637892 bytes"
+        r"(?:Error while creating|while creating) shared memory segment /dev/shm/nccl"
+        r"|failed to extend /dev/shm/nccl\S* to \d+ bytes",
         0.85,
         "NCCL could not create its shared-memory segment: /dev/shm is full or too small",
     ),
@@ -1227,11 +1229,22 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ofi-no-provider",
         _C.ENVIRONMENT_ERROR,
-        "fi_getinfo|unable to find a protocol",
-        r"NET/OFI .{0,40}fi_getinfo\(\) call failed|NET/OFI Unable to find a protocol that worked",
+        "fi_getinfo|unable to find a protocol|fabric provider|initoficomponents",
+        r"NET/OFI .{0,40}fi_getinfo\(\) call failed|NET/OFI Unable to find a protocol that worked"
+        r"|NET/OFI Couldn't open a fabric provider|NET/OFI OFI plugin initOfiComponents\(\) failed",
         0.7,
         "NCCL's OFI plugin found no usable libfabric provider (EFA devices not visible?)",
         symptom=True,  # NCCL then falls back to its socket transport: the job may go on
+    ),
+    # the plugin could not register the GPU's memory with the NIC (no GPUDirect RDMA on this node
+    # or in this container): no fallback, the communicator fails
+    _s(
+        "ofi-register-refused",
+        _C.ENVIRONMENT_ERROR,
+        "unable to register memory",
+        r"NET/OFI Unable to register memory \(type = \d+\) for device",
+        0.7,
+        "NCCL's OFI plugin could not register GPU memory with the NIC (GPUDirect RDMA not available)",
     ),
     # Ascend's forms of a collective that waited past HCCL's timeout: the device's event or notify
     # wait (EI0002, the runtime's 507011/507048 after it); a peer that never came, like NCCL's
@@ -2437,6 +2450,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NCCL error.{0,120}\binvalid usage\b|\bncclInvalidUsage\b",
         0.55,
         "NCCL refused a call as invalid usage (the launch's device assignment or mismatched calls)",
+    ),
+    # the same collective called with different sizes on different ranks
+    _s(
+        "nccl-message-truncated",
+        _C.USER_CODE_ERROR,
+        "message truncated",
+        r"NCCL WARN Message truncated : received \d+ bytes instead of \d+",
+        0.6,
+        "ranks called one collective with different sizes",
     ),
     _s(
         "nccl-duplicate-gpu",

@@ -3218,6 +3218,28 @@ _CANONICAL_45 = [
     (["Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0"], C.UNKNOWN),
     (
         [
+            "ip-10-0-0-1:88:88 [0] NCCL WARN NET/OFI Couldn't open a fabric provider. RC: -61, ERROR: No data available"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    # a registration refused is no fallback: it stays the cause of the system error NCCL then raises
+    (
+        [
+            "ip-10-0-0-1:88:90 [0] NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, Error: Invalid argument",
+            "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["node-3:41:41 [2] NCCL WARN Message truncated : received 2097152 bytes instead of 1048576"],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["node-3:41:55 [2] NCCL WARN Error: failed to extend /dev/shm/nccl-Qb1c to 9637892 bytes"],
+        C.STORAGE_ERROR,
+    ),
+    (
+        [
             "ValueError: Expected parameter loc (Tensor of shape (64, 2)) of distribution Normal(loc: torch.Size([64, 2]), "
             "scale: torch.Size([64, 2])) to satisfy the constraint Real(), but found invalid values:"
         ],
