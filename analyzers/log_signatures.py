@@ -1898,9 +1898,22 @@ SIGNATURES: tuple[Signature, ...] = (
         # an error that is only the loader's message ("Error reported to Coordinator: libnccl.so.2:
         # cannot open ..."), not a warning that a library is optional (torchvision's image
         # extension, TensorFlow's "Could not load dynamic library ... dlerror: ...")
-        r"|(?:\bError(?: reported to \w+)?|\bException):\s*lib[\w+-]*\.so(?:\.\d+)*: cannot open shared object file",
+        r"|(?:\bError(?: reported to \w+)?|\bException):\s*lib[\w+-]*\.so(?:\.\d+)*: cannot open shared object file"
+        # the loader's message alone on its line, as an extension's loader prints it before the
+        # import that then fails
+        r"|^lib[\w+-]*\.so(?:\.\d+)*: cannot open shared object file",
         0.85,
         "a shared library is missing or unreadable",
+    ),
+    # a custom operator library (torchvision, fbgemm_gpu, an extension) that did not load into this
+    # torch: built for another torch or CUDA, or its own libraries missing
+    _s(
+        "custom-op-not-loaded",
+        _C.ENVIRONMENT_ERROR,
+        "no such operator|_opnamespace",
+        r"No such operator [a-z_]\w*::\w+|'_OpNamespace' '\w+' object has no attribute",
+        0.75,
+        "a compiled operator library did not load into this torch (built for another version)",
     ),
     _s(
         "undefined-symbol",
@@ -1963,9 +1976,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "state-dict-load",
         _C.CHECKPOINT_ERROR,
-        "state_dict",
+        "state_dict|parameter group",
         r"Error\(s\) in loading state_dict|(?:Missing|Unexpected) key\(s\) in state_dict"
-        r"|Missing key in checkpoint state_dict",
+        r"|Missing key in checkpoint state_dict"
+        # an optimizer's saved state for other parameters (torch.optim's own refusals)
+        r"|loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+        r"|loaded state dict has a different number of parameter groups",
         0.85,
         "the checkpoint does not match the model (state_dict keys)",
     ),
@@ -2238,6 +2254,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Expected parameter \w+ .{0,200}to satisfy the constraint \w+\(.{0,40}\), but found invalid values",
         0.75,
         "a distribution's parameters became NaN (the model's outputs went non-finite)",
+    ),
+    # icefall's AMP check: the grad scale fell to nothing (it saves a "bad-model" and exits)
+    _s(
+        "grad-scale-collapsed",
+        _C.NUMERICAL_INSTABILITY,
+        "grad scale|grad_scale",
+        r"Grad scale is small: \d(?:\.\d+)?e-(?:0[5-9]|[1-9]\d)\b|grad_scale is too small, exiting",
+        0.8,
+        "the fp16 grad scale collapsed: every step overflows",
     ),
     _s(
         "loss-scale-minimum",

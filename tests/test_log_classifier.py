@@ -3247,6 +3247,29 @@ _CANONICAL_45 = [
     ),
 ]
 
+# round 45's misses, in other forms, and what they must not claim
+_ROUND_45 = [
+    (["WARNING [train.py:1057] (1/8) Grad scale is small: 3.0517578125e-05"], C.NUMERICAL_INSTABILITY),
+    (["RuntimeError: grad_scale is too small, exiting: 8.470329472543003e-22"], C.NUMERICAL_INSTABILITY),
+    # icefall warns from 0.01 and goes on; only a scale near nothing is the failure
+    (["WARNING [train.py:1057] (0/4) Grad scale is small: 0.0078125"], C.UNKNOWN),
+    (["RuntimeError: No such operator torchvision::nms"], C.ENVIRONMENT_ERROR),
+    (
+        ["AttributeError: '_OpNamespace' 'fbgemm' object has no attribute 'jagged_2d_to_dense'"],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["libcudart.so.12: cannot open shared object file: No such file or directory"], C.ENVIRONMENT_ERROR),
+    # TensorFlow's optional-library warning is not the loader's failure
+    (
+        [
+            "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+            "'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+        ],
+        C.UNKNOWN,
+    ),
+    (["ValueError: loaded state dict has a different number of parameter groups"], C.CHECKPOINT_ERROR),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -3268,7 +3291,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _ROUND_43
     + _REVIEWED_43
     + _CANONICAL_44
-    + _CANONICAL_45,
+    + _CANONICAL_45
+    + _ROUND_45,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
