@@ -970,6 +970,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "gloo could not connect its ranks to each other at start-up",
     ),
     # jax.distributed.initialize: the processes never all reached the coordination service
+    # JAX's coordination service losing a process's heartbeats: that process or its host is gone
+    # (a failure the process logged itself, when the log has it, is stronger)
+    _s(
+        "jax-task-heartbeat-lost",
+        _C.NODE_FAILURE,
+        "heartbeat",
+        r"/job:\w+/replica:\d+/task:\d+ has been marked as unhealthy since its heartbeat has timed out"
+        r"|The following tasks are unhealthy \(stopped sending heartbeats\)",
+        0.55,
+        "JAX's coordination service stopped hearing from a process (it or its host died)",
+    ),
     _s(
         "jax-coordination-connect",
         _C.RENDEZVOUS_ERROR,
@@ -2605,8 +2616,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "fd-limit-ancdata",
         _C.ENVIRONMENT_ERROR,
-        "ancdata",
-        r"received 0 items of ancdata",
+        "ancdata|too many open files",
+        # or the limit named outright (EMFILE)
+        r"received 0 items of ancdata|\[Errno 24\] Too many open files",
         0.7,
         "the open-file limit is too low for the DataLoader's workers to hand over tensors",
     ),
