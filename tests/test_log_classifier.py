@@ -3230,6 +3230,23 @@ _CANONICAL_45 = [
         ],
         C.ENVIRONMENT_ERROR,
     ),
+    (["OSError: [Errno 24] Too many open files: '/data/shards/00017.tar'"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "E0101 00:00:00.000000 123 coordination_service.cc:123] /job:jax_worker/replica:0/task:3 has been "
+            "marked as unhealthy since its heartbeat has timed out."
+        ],
+        C.NODE_FAILURE,
+    ),
+    # the process that died said why: that is the cause, the lost heartbeat its consequence
+    (
+        [
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+            "Terminating process because the JAX distributed service detected fatal errors. Status: UNAVAILABLE: "
+            "The following tasks are unhealthy (stopped sending heartbeats): /job:jax_worker/replica:0/task:5",
+        ],
+        C.GPU_OOM,
+    ),
     (
         ["node-3:41:41 [2] NCCL WARN Message truncated : received 2097152 bytes instead of 1048576"],
         C.USER_CODE_ERROR,
