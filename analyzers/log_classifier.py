@@ -101,6 +101,9 @@ _RANK_RES = (
     # DeepSpeed's and Accelerate's launchers name a dead child by its command line: its local
     # rank, which is the rank on a single node.
     re.compile(r"'--local_rank=(\d+)'"),
+    # srun naming one task that failed ("task 85: Out Of Memory"): the task id is SLURM_PROCID,
+    # the rank a launcher under srun hands on (not a range, "tasks 0-3")
+    re.compile(r"srun: error: \S+: task (\d+): "),
 )
 _NODE_RES = (
     re.compile(r"^\s*host\s*:\s*(\S+)"),  # torchrun summary
@@ -261,7 +264,8 @@ _TRACEBACK_START = "Traceback (most recent call last)"
 #: What keeps ranks' interleaved tracebacks apart: a launcher's host or task label and
 #: torchrun's rank prefix (`node2: [rank3]: `), each where present.
 _LINE_PREFIX_RE = re.compile(r"^((?:\s*(?:[A-Za-z][\w.-]*\d[\w.-]*|\d+): )?(?:\[\w+\]: ?)?)")
-_FRAME_RE = re.compile(r'^\s*File "(.*)", line \d+, in (<?\w+>?)\s*$')
+#: A traceback's frame line; one a thread cut after its line number (`line 3986,`) is still one
+_FRAME_RE = re.compile(r'^\s*File "(.*)", line \d+(?:, in (<?\w+>?)|,)?\s*$')
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,9 @@ class TracebackEnd:
 #: job's code. What is left (the script, its own modules, `<stdin>`) is the job's.
 _LIBRARY_PATH_RE = re.compile(
     r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d|^<frozen |[/\\]trainer_hooks[/\\]"
+    # a path a thread shortened (`.../torch/distributed/distributed_c10d.py`) still names the
+    # library it is in
+    r"|[/\\](?:torch|deepspeed|transformers|accelerate|lightning|pytorch_lightning|numpy|jax|tensorflow)[/\\]"
 )
 #: A Python exception's closing line: `RuntimeError: ...`, `mypkg.ConfigError: ...`, a bare
 #: `Exception`; not a log level (`ERROR: ...`), which is no exception name
@@ -378,11 +385,14 @@ _EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z][a-z]\w*)?(?:Error|Excep
 
 def own_code_exception(end: TracebackEnd | None, text: str, match: LineMatch | None) -> bool:
     """Whether `text` closes a traceback the job's own code raised (its innermost frame the
-    script's, its code line a `raise`), in words no family names: the code's own failure."""
+    script's, its code line a `raise`), in words no family names: the code's own failure. A
+    plain RuntimeError from an operator the code's own line called counts too: the operator
+    refused what it was given (`cannot sample n_sample <= 0 samples`); a CUDA, NCCL or other
+    named fault has its own family and is not read here."""
     return (
         end is not None
         and end.own_code
-        and end.raised
+        and (end.raised or (match is not None and match.signature == "generic-runtime-error"))
         and end.context is None
         and (match is None or match.signature in _UNSPECIFIC)
         and bool(_EXCEPTION_LINE_RE.match(_PREFIX_RE.sub("", text, count=1)))
@@ -411,7 +421,7 @@ class TracebackReader:
         if "File " in body and (f := _FRAME_RE.match(body)):
             # a frame opens a traceback too: a log cut by a thread often starts inside one
             if prefix in self._open or len(self._open) < MAX_DISTINCT:
-                path, function = f.group(1), f.group(2)
+                path, function = f.group(1), f.group(2) or ""
                 context = next((c for c in _FRAME_CONTEXTS if c.holds(path, function)), None)
                 held = self._open.get(prefix, TracebackEnd())
                 self._open[prefix] = TracebackEnd(

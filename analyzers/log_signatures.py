@@ -1343,6 +1343,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL watchdog timed out a collective",
         symptom=True,
     ),
+    # a watchdog timeout set shorter than any collective takes: the job's configuration, whatever
+    # the collective was waiting for (the defaults are 10 and 30 minutes)
+    _s(
+        "collective-timeout-misconfigured",
+        _C.USER_CODE_ERROR,
+        "timeout(ms)=",
+        r"Watchdog caught collective operation timeout: .*Timeout\(ms\)=(?:\d{1,3}|[1-4]\d{3})\)",
+        0.9,
+        "the collective timeout is set to under 5 seconds (a configuration error)",
+    ),
     _s(
         "nccl-timeout-at-work",
         _C.COLLECTIVE_TIMEOUT,
@@ -1984,6 +1994,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "xFormers was built for another torch or CUDA",
         symptom=True,
     ),
+    # torch.distributed.checkpoint's planner: a saved tensor whose shape the current model or
+    # optimizer does not have (another parallel layout, vocabulary or model size)
+    _s(
+        "dcp-size-mismatch",
+        _C.CHECKPOINT_ERROR,
+        "size mismatch between saved",
+        r"Size mismatch between saved torch\.Size\(\[[\d, ]*\]\) and current: torch\.Size",
+        0.85,
+        "a distributed checkpoint's tensor does not fit the current model (its shape differs)",
+    ),
     _s(
         "state-dict-load",
         _C.CHECKPOINT_ERROR,
@@ -2473,7 +2493,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "device-side-assert",
         _C.USER_CODE_ERROR,
         "assert",
-        r"device-side assert triggered|Assertion `[^`]+` failed",
+        # glibc's newer form quotes the expression 'thus' (a host-side assert in an extension)
+        r"device-side assert triggered|Assertion `[^`]+` failed|: Assertion '[^']+' failed\.",
         0.85,
         "a device-side assert (bad index or label in the training code)",
     ),

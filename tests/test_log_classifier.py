@@ -3285,6 +3285,35 @@ _ROUND_45 = [
         C.UNKNOWN,
     ),
     (["ValueError: loaded state dict has a different number of parameter groups"], C.CHECKPOINT_ERROR),
+    (
+        [
+            "[rank3]: ValueError: Size mismatch between saved torch.Size([6561, 512]) and current: "
+            "torch.Size([5533, 512]) for decoder.layers.0.mlp.weight"
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    # a watchdog timeout configured shorter than any collective takes is the configuration's
+    (
+        [
+            "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=1) ran for 90 milliseconds"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=60000) ran for 60090 milliseconds before timing out."
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    (
+        [
+            "python3: /opt/DeepEP/csrc/hybrid_ep/extension/permute.cu:412: void permute_launcher(PermuteArgs): "
+            "Assertion 'args.output_tokens_ptr != nullptr' failed."
+        ],
+        C.USER_CODE_ERROR,
+    ),
 ]
 
 
@@ -3393,8 +3422,22 @@ _PEER_LOST = (
             C.USER_CODE_ERROR,
             1,
         ),
-        # an op that failed inside the code is not a raise of its own: the peers' loss stays the evidence
-        (["    y = torch.mm(a, b)", "RuntimeError: some op failed"], C.NETWORK_ERROR, 0),
+        # an operator the code called refused what it was given, in words no family names: the
+        # code's failure too (OpenFold's empty dataset: "cannot sample n_sample <= 0 samples")
+        (
+            ["    y = torch.multinomial(w, n)", "RuntimeError: cannot sample n_sample <= 0 samples"],
+            C.USER_CODE_ERROR,
+            1,
+        ),
+        # the code's own collective losing its peer is the peer's loss, not the code's bug
+        (
+            [
+                "    dist.all_reduce(t)",
+                "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:2859",
+            ],
+            C.NETWORK_ERROR,
+            1,
+        ),
     ],
 )
 def test_an_exception_the_jobs_own_code_raised_is_its_bug_and_its_ranks(raised, category, rank):
@@ -3406,6 +3449,27 @@ def test_an_exception_the_jobs_own_code_raised_is_its_bug_and_its_ranks(raised, 
     ]
     verdict = classify_lines(lines)
     assert (verdict.category, verdict.culprit.rank) == (category, rank)
+
+
+def test_a_shortened_library_path_is_not_the_jobs_own_code():
+    # a thread's `.../torch/...` still names the library: its RuntimeError is no bug of the job's
+    lines = [
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File ".../diffu_grpo_train.py", line 264, in <module>',
+        '[rank2]:   File ".../torch/distributed/distributed_c10d.py", line 3986,',
+        "[rank2]:     work = group._allgather_base(output_tensor, input_tensor, opts)",
+        "[rank2]: RuntimeError: oneCCL: allgatherv_ring.hpp:78 allgatherv_ring_blocking:",
+    ]
+    assert classify_lines(lines).category is C.UNKNOWN
+
+
+def test_srun_naming_one_task_names_its_rank():
+    lines = [
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=8556533.0. Some of your processes may have been killed.",
+        "srun: error: nid002715: task 85: Out Of Memory",
+    ]
+    verdict = classify_lines(lines)
+    assert (verdict.category, verdict.culprit.rank, verdict.culprit.node) == (C.HOST_OOM, 85, "nid002715")
 
 
 def test_a_library_raise_is_not_the_jobs_own_code():
