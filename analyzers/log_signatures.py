@@ -989,6 +989,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "JAX's processes did not all connect to the coordination service",
     ),
+    # more nodes joined than the rendezvous allows (a hot spare, a relaunched node): its settings
+    _s(
+        "rdzv-max-nodes-exceeded",
+        _C.RENDEZVOUS_ERROR,
+        "maximum number of nodes",
+        r"Maximum number of nodes \(\d+\) exceeded",
+        0.8,
+        "more nodes joined the rendezvous than its max_nodes allows",
+    ),
     _s(
         "rdzv-timeout",
         _C.RENDEZVOUS_ERROR,
@@ -1169,6 +1178,16 @@ SIGNATURES: tuple[Signature, ...] = (
     # verbs resources the process may not have: a queue pair or a memory registration refused
     # for the locked-memory limit (a container's `ulimit -l`) or GPUDirect RDMA's missing
     # peer-memory module (`ibv_reg_mr ... Bad address`): the node's set-up, not the fabric
+    # the EFA provider refused memory for its receive buffers: the locked-memory limit
+    # (`ulimit -l` in the container), not the fabric
+    _s(
+        "efa-memory-refused",
+        _C.ENVIRONMENT_ERROR,
+        "cannot allocate memory|efa internal error",
+        r"Libfabric error: \(-12\) Cannot allocate memory|EFA internal error: \(4112\) Failure to post internal receive buffers",
+        0.75,
+        "the EFA provider could not lock memory for its buffers (the locked-memory limit)",
+    ),
     _s(
         "ibv-setup-refused",
         _C.ENVIRONMENT_ERROR,
@@ -2671,6 +2690,18 @@ SIGNATURES: tuple[Signature, ...] = (
         r"^(?:[\w.]+\.)?AssertionError\s*$",
         0.6,
         "an assertion in the training code failed",
+    ),
+    # SageMaker's failure reason: the script's traceback folded onto one line after
+    # "AlgorithmError:"; a named fault in it (an OOM, a CUDA error) is stronger than this
+    _s(
+        "sagemaker-script-exception",
+        _C.USER_CODE_ERROR,
+        "algorithmerror",
+        r"AlgorithmError: .*Traceback \(most recent call last\):.*\b(?:KeyError|IndexError|ValueError|TypeError"
+        r"|AttributeError|NameError|AssertionError|ZeroDivisionError|NotImplementedError|FileNotFoundError"
+        r"|UnboundLocalError|SyntaxError|IsADirectoryError|FileExistsError): \S",
+        0.7,
+        "a Python exception in the training script (as SageMaker reports it)",
     ),
     _s(
         "python-exception",

@@ -3292,6 +3292,33 @@ _ROUND_45 = [
         ],
         C.CHECKPOINT_ERROR,
     ),
+    (
+        ["Libfabric error: (-12) Cannot allocate memory", "Your application will now abort()."],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "[rdzv] Maximum number of nodes (16) exceeded. Active participant count would be 17 "
+            "(joined=17, left=0). This is likely a configuration error - please check max_nodes setting."
+        ],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        [
+            "UnexpectedStatusException: Error for Training job tf-2020-06-01: Failed. Reason: AlgorithmError: "
+            "Exception during training: 'lr' Traceback (most recent call last): File \"/opt/ml/code/train\", "
+            "line 95, in <module> cfg['lr'] KeyError: 'lr'"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    # a named fault in SageMaker's folded traceback is the fault, not the script's bug
+    (
+        [
+            'AlgorithmError: ExecuteUserScriptError: ExitCode 1 ErrorMessage "Traceback (most recent call last): '
+            'File "train.py", line 40 ValueError: x torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'
+        ],
+        C.GPU_OOM,
+    ),
     # a watchdog timeout configured shorter than any collective takes is the configuration's
     (
         [
