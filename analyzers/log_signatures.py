@@ -447,6 +447,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "a container exited 137 (SIGKILL, usually the OOM killer)",
         symptom=True,
     ),
+    # Dask's nanny restarting a worker over its memory budget; YARN killing a Spark executor's
+    # container over its limit
+    _s(
+        "dask-yarn-memory-kill",
+        _C.HOST_OOM,
+        "memory budget|exceeding memory limits",
+        r"Worker exceeded \d+% memory budget\. Restarting|Container killed by YARN for exceeding (?:physical )?memory limits",
+        0.8,
+        "a worker was killed over its memory limit (Dask's nanny, YARN)",
+    ),
     _s(
         "k8s-oomkilled",
         _C.HOST_OOM,
@@ -1830,6 +1840,17 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "the NVIDIA driver does not fit the CUDA runtime",
     ),
+    # JAX's CUDA backend that cannot start on this machine: no GPU visible to it, a cuDNN older
+    # than it was built against, its DNN library failing at start-up
+    _s(
+        "jax-cuda-backend-failed",
+        _C.ENVIRONMENT_ERROR,
+        "initialize backend 'cuda'|cuda backend failed to initialize|dnn library initialization failed",
+        r"Unable to initialize backend 'cuda'|CUDA backend failed to initialize"
+        r"|DNN library initialization failed",
+        0.75,
+        "JAX's CUDA backend could not start (no visible GPU, a cuDNN older than it was built for)",
+    ),
     _s(
         "no-cuda-device",
         _C.ENVIRONMENT_ERROR,
@@ -2343,6 +2364,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # Python's own exception for float trouble: fairseq raises it for NaN/Inf gradients and a
     # collapsed loss scale, numpy under seterr(all="raise") for overflow and invalid values. Not
     # fairseq's "gradients are inconsistent between workers": replicas that disagree.
+    # TensorFlow's check_numerics and its summary writer meeting a NaN
+    _s(
+        "tf-nan-check",
+        _C.NUMERICAL_INSTABILITY,
+        "nan in summary|had nan values|had inf values",
+        r"Nan in summary histogram for|\bTensor had (?:NaN|Inf) values",
+        0.8,
+        "a tensor became NaN or Inf (TensorFlow's numeric check)",
+    ),
     _s(
         "floating-point-error",
         _C.NUMERICAL_INSTABILITY,
@@ -2622,8 +2652,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "toolkit-does-not-fit",
         _C.ENVIRONMENT_ERROR,
         "unsupported gpu architecture|does not match the version used to compile|this system is not supported by the"
-        "|incorrectly set up environment",
+        "|incorrectly set up environment|is not defined for option 'gpu-name'",
         r"nvcc fatal\s*: Unsupported gpu architecture"
+        # ptxas (XLA's, Triton's) too old for the GPU it is asked to build for
+        r"|ptxas fatal\s*: Value 'sm_\w+' is not defined for option 'gpu-name'"
         r"|Cuda extensions are being compiled with a version of Cuda that does not match the version used to compile"
         # the driver's refusal, which the kernel log splits over three NVRM lines
         r"|NVRM:.*(?:installed )?in this system is\s+not supported by the"

@@ -3361,6 +3361,47 @@ _ROUND_45 = [
     ),
 ]
 
+# written from the tools' own messages before round 46's logs were seen (vision, JAX and
+# TensorFlow, Dask and Spark, fine-tuning kits)
+_CANONICAL_46 = [
+    (["ptxas fatal   : Value 'sm_90a' is not defined for option 'gpu-name'"], C.ENVIRONMENT_ERROR),
+    (
+        [
+            "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. "
+            "(you may need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "CUDA backend failed to initialize: Found cuDNN version 8600, but JAX was built against version 8900, "
+            "which is newer."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        ["jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization failed."],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "tensorflow.python.framework.errors_impl.InvalidArgumentError: Nan in summary histogram for: dense_1/kernel_0"
+        ],
+        C.NUMERICAL_INSTABILITY,
+    ),
+    (["InvalidArgumentError: loss : Tensor had Inf values"], C.NUMERICAL_INSTABILITY),
+    (["distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting"], C.HOST_OOM),
+    (
+        [
+            "ExecutorLostFailure (executor 3 exited caused by one of the running tasks) Reason: Container killed by "
+            "YARN for exceeding memory limits. 12.5 GB of 12 GB physical memory used."
+        ],
+        C.HOST_OOM,
+    ),
+    # Dask's lower thresholds only spill or pause: no kill
+    (["distributed.worker.memory - WARNING - Worker is at 81% memory usage. Pausing worker."], C.UNKNOWN),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -3383,7 +3424,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _REVIEWED_43
     + _CANONICAL_44
     + _CANONICAL_45
-    + _ROUND_45,
+    + _ROUND_45
+    + _CANONICAL_46,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
