@@ -2365,6 +2365,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # collapsed loss scale, numpy under seterr(all="raise") for overflow and invalid values. Not
     # fairseq's "gradients are inconsistent between workers": replicas that disagree.
     # TensorFlow's check_numerics and its summary writer meeting a NaN
+    # detectron2's own checks that training diverged
+    _s(
+        "detectron2-diverged",
+        _C.NUMERICAL_INSTABILITY,
+        "infinite or nan",
+        r"Box regression deltas become infinite or NaN",
+        0.85,
+        "training diverged: box regression deltas became Inf/NaN",
+    ),
     _s(
         "tf-nan-check",
         _C.NUMERICAL_INSTABILITY,
@@ -2529,9 +2538,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "image-decode",
         _C.DATA_PIPELINE_ERROR,
-        "image|decompressionbomb|unknown format|format not recognised|file is malformed|libsndfileerror",
+        "image|decompressionbomb|unknown format|format not recognised|file is malformed|libsndfileerror|src.empty",
         r"UnidentifiedImageError|cannot identify image file|DecompressionBombError"
-        r"|image file is truncated|\bLibsndfileError\b"
+        r"|image file is truncated|\bLibsndfileError\b|broken data stream when reading image file"
+        # OpenCV handed an image that did not load (cv2.imread returned nothing: a missing or
+        # unreadable file in the dataset)
+        r"|\(-215:Assertion failed\) !_?src\.empty\(\)"
         # libsndfile (soundfile) on an audio file it cannot decode
         r"|Error opening .*: (?:File contains data in an unknown format|Format not recognised"
         r"|Supported file format but file is malformed)",

@@ -3398,6 +3398,15 @@ _CANONICAL_46 = [
         ],
         C.HOST_OOM,
     ),
+    (["AssertionError: Box regression deltas become infinite or NaN!"], C.NUMERICAL_INSTABILITY),
+    (
+        [
+            "cv2.error: OpenCV(4.8.0) /io/opencv/modules/imgproc/src/color.cpp:182: error: (-215:Assertion failed) "
+            "!_src.empty() in function 'cvtColor'"
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (["OSError: broken data stream when reading image file"], C.DATA_PIPELINE_ERROR),
     # Dask's lower thresholds only spill or pause: no kill
     (["distributed.worker.memory - WARNING - Worker is at 81% memory usage. Pausing worker."], C.UNKNOWN),
 ]
