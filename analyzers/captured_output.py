@@ -203,7 +203,10 @@ def log_line_findings(
             # an attempt its supervisor saw complete was not ended by what it printed (torchrun's
             # store warns of a connection reset as the ranks leave at the end)
             fatal=not _completed(job, attempt),
-            symptom=hooked or bool(cause and cause.symptom),
+            # with hooks in the ranks their exceptions say it better, and a line no rank printed
+            # (the launcher's own, after a peer died) is a consequence; a rank that printed a
+            # cause and raised nothing (a C++ abort: gloo's EnforceNotMet) is its own witness
+            symptom=(hooked and pd.isna(first["rank"])) or bool(cause and cause.symptom),
             ranks=(rank,) if rank is not None else (),
         )
     ]
@@ -220,6 +223,19 @@ def _body(text: str) -> str:
     return re.sub(r"^(?:\s*\[(?:rank|default)?\d+\]:)+\s*", "", text)[:160]
 
 
+def _ranks_that_printed_a_cause(events: pd.DataFrame) -> set[int]:
+    """Ranks whose own captured lines name a cause (gloo's `EnforceNotMet` on a collective
+    mismatch before its abort): their exit is explained by what they printed, not a bare
+    signal or code, and the output's reading names it."""
+    lines = events[(events["kind"] == EVENT_LOG_LINE) & events["rank"].notna()]
+    out = set()
+    for rank, own in lines.groupby("rank"):
+        cause = LogClassifier("captured output", _RAW).feed_all(str(m) for m in own["message"]).cause()
+        if cause is not None and not cause.symptom and cause.category is not Category.UNKNOWN:
+            out.add(int(rank))
+    return out
+
+
 def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
     ev = job.events
     mine = ev[ev["kind"].isin([EVENT_LOG_LINE, EVENT_RANK_EXIT])]
@@ -228,7 +244,8 @@ def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]
         a = int(attempt)
         raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"].dropna().astype(int))
         hooked = bool(((ev["attempt"] == a) & (ev["kind"] == "process_start")).any())
-        findings += signalled_rank_findings(job, a, events, raised)
-        findings += self_ended_rank_findings(job, a, events, raised)
+        explained = raised | _ranks_that_printed_a_cause(events)
+        findings += signalled_rank_findings(job, a, events, explained)
+        findings += self_ended_rank_findings(job, a, events, explained)
         findings += log_line_findings(job, a, events, raised, hooked=hooked)
     return findings

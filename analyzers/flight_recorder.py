@@ -21,12 +21,13 @@ from typing import Any
 
 import pandas as pd
 
+from triage.analyzers.code_paths import dump_frame_in_job_code
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, rank_culprit, ranks_phrase, where
 from triage.store.job_data import JobData
 from triage.store.schema import EVENT_FR_DUMP, EVENT_FR_REQUEST
 from triage.taxonomy import Category
-from triage.verdict import Evidence, Verdict
+from triage.verdict import Culprit, Evidence, Verdict
 
 BEHIND_CONFIDENCE = 0.85
 SILENT_CONFIDENCE = 0.7
@@ -131,6 +132,11 @@ def _group_finding(
     frame = _main_frame(dumps.get(first, {}))
     if frame:
         what += f"; rank {first}'s main thread is at {frame}"
+        if dump_frame_in_job_code(frame):
+            # a sleep, a loop or a wait the script wrote: the code holds the others up, and the
+            # node it ran on is not to blame (no exclusion, no quarantine)
+            culprit = Culprit(rank=culprit.rank)
+            what += ", in the job's own code, so its node is not blamed"
     evidence = [
         Evidence(
             f"rank {r}: entered {states[r].op or 'collective'} #{states[r].entered}"

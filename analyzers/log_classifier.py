@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from triage.analyzers.code_paths import is_library_path
 from triage.analyzers.log_signatures import (
     APP_SIDE_XIDS,
     CAUSED_BY_XID_RE,
@@ -236,7 +237,10 @@ def _classify_body(text: str, found: set[str]) -> LineMatch | None:
     if best is None:
         return None
     strength, sig_id, category, description, symptom, xid, _ = best
-    rank, node, gpu, pci = _culprit_fields(text, body, reporter_is_culprit=sig_id not in _NAME_THE_LATE_RANK)
+    # a late rank's name, not the waiting reporter's; a desync's reporter is only one party of it
+    rank, node, gpu, pci = _culprit_fields(
+        text, body, reporter_is_culprit=sig_id not in _NAME_THE_LATE_RANK and sig_id != "collective-mismatch"
+    )
     return LineMatch(
         category,
         strength,
@@ -370,14 +374,6 @@ class TracebackEnd:
     frame: tuple[str, ...] = ()
 
 
-#: A frame in an installed package, the interpreter's library or Triage's own hooks: not the
-#: job's code. What is left (the script, its own modules, `<stdin>`) is the job's.
-_LIBRARY_PATH_RE = re.compile(
-    r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d|^<frozen |[/\\]trainer_hooks[/\\]"
-    # a path a thread shortened (`.../torch/distributed/distributed_c10d.py`) still names the
-    # library it is in
-    r"|[/\\](?:torch|deepspeed|transformers|accelerate|lightning|pytorch_lightning|numpy|jax|tensorflow)[/\\]"
-)
 #: A Python exception's closing line: `RuntimeError: ...`, `mypkg.ConfigError: ...`, a bare
 #: `Exception`; not a log level (`ERROR: ...`), which is no exception name
 _EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z][a-z]\w*)?(?:Error|Exception)\b(?::\s*\S|\s*$)")
@@ -427,7 +423,7 @@ class TracebackReader:
                 self._open[prefix] = TracebackEnd(
                     function if context is not None else held.function,
                     context if context is not None else held.context,
-                    own_code=not _LIBRARY_PATH_RE.search(path),
+                    own_code=not is_library_path(path),
                     frame=(text[:MAX_TEXT],),
                 )  # `raised` is the next code line's to say
             return None
@@ -445,6 +441,9 @@ class TracebackReader:
 
 #: Timeout signatures whose rank is the one that never came, not the one that waited:
 #: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
+#: Signals a process dies of when its own native code fails (torchrun reports them negated):
+#: not SIGKILL (the OOM killer's, or an operator's) nor SIGTERM (a stop from outside).
+_CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 _NAME_THE_LATE_RANK = frozenset({"horovod-stall", "horovod-stall-shutdown"})
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
@@ -716,6 +715,24 @@ class LogClassifier:
             rank, code = failure
         else:
             return None
+        if code is not None and -code in _CRASH_SIGNALS and not any(h.match.rank == rank for h in self._hits):
+            # a crash in native code (an abort, a segfault) that printed nothing of its own: that
+            # rank is where to look, its peers' resets and timeouts its consequences; no family
+            # says why it crashed (a watchdog's own abort prints its timeout first, and is read
+            # as that)
+            line, text = self._failure_text or (self.lines, f"rank {rank} exited with code {code}")
+            return _Hit(
+                line,
+                text,
+                LineMatch(
+                    Category.UNKNOWN,
+                    0.6,
+                    "rank-crashed",
+                    f"rank {rank} was ended by {_CRASH_SIGNALS[-code]} (a crash in native code) with "
+                    "no error of its own before its peers lost it",
+                    rank=rank,
+                ),
+            )
         # 1 is any uncaught exception's (an OOM whose traceback went elsewhere too), 128 and up a
         # shell's report of a signal: neither says the program chose to end
         if code is None or not 1 < code < 128 or (root is not None and root.match.rank == rank):
@@ -770,7 +787,13 @@ class LogClassifier:
         elif rank is None and m.signature == "data-preparation-outlasted-timeout":
             rank = self._timeout_culprit()  # the one rank not waiting is the one preparing
         elif rank is None:
-            fallback = None if m.category is Category.PREEMPTION else self._first_failed_rank
+            # a preemption stops every rank; a desync's first rank to fail is one party of it,
+            # not the one that called the wrong collective
+            fallback = (
+                None
+                if m.category is Category.PREEMPTION or m.signature == "collective-mismatch"
+                else self._first_failed_rank
+            )
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
             if rank is None and m.category.layer in _OWN_ERROR_LAYERS:
                 rank = self._only_traceback_rank(m.category)

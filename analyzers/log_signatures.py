@@ -1587,8 +1587,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "collective-mismatch",
         _C.USER_CODE_ERROR,
-        "mismatch between collectives",
-        r"Detected mismatch between collectives on ranks",
+        "mismatch between collectives|collective mismatch",
+        # gloo's own check on a message whose size does not fit the op it arrived for
+        r"Detected mismatch between collectives on ranks"
+        r"|Received data size doesn't match expected size\. Is there a distributed collective mismatch",
         0.85,
         "the ranks called different collectives at one point (a desync in the training code)",
     ),

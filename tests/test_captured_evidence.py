@@ -368,6 +368,34 @@ def test_a_rank_that_recorded_its_own_exception_is_judged_by_it():
     assert incidents[0].verdict.evidence[0].source == "exception"
 
 
+@pytest.mark.parametrize("aborted", [0, 2])
+def test_a_hooked_rank_that_printed_its_cause_before_its_abort_is_judged_by_what_it_printed(aborted):
+    # gloo's EnforceNotMet on a collective mismatch ends the rank in C++ (SIGABRT), with no Python
+    # exception for the hooks to record: its printed lines are the cause, not "a signal with no
+    # exception of its own", and the peers' resets (raised, recorded) stay its consequences
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(5), T0 + 5)
+    for r in (r for r in range(4) if r != aborted):
+        b.event(0, r, end + 0.5, "exception", "RuntimeError: Connection reset by peer")
+    supervisor_event(
+        b,
+        0,
+        aborted,
+        end + 0.6,
+        EVENT_LOG_LINE,
+        f"[rank{aborted}]:  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 1452 vs 4. "
+        "Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?",
+        stream="stderr",
+        signature="collective-mismatch",
+    )
+    supervisor_event(
+        b, 0, aborted, end + 1, EVENT_RANK_EXIT, "x", exit_code=-6, signal="SIGABRT", first_observed=True
+    )
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    assert v.category is Category.USER_CODE_ERROR, v
+    assert "killed by SIGABRT" not in v.summary
+
+
 @pytest.mark.parametrize("rank", [0, 3])
 def test_a_job_without_hooks_is_judged_by_its_output(rank):
     """Only the supervisor's rows: ranks seen from outside, and the decisive lines."""
@@ -474,15 +502,35 @@ def fr_job(entered: dict[int, int], *, requested: bool, stacks: dict[int, str] |
     return b
 
 
+_IN_A_KERNEL = "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:985 in synchronize: return torch._C._cuda_synchronize()"
+_SIMULATED = "/work/triage/reference_trainer/faults.py:133 in hang: time.sleep(0.5)"
+
+
 @pytest.mark.parametrize("behind", [0, 2, 3])
-def test_the_rank_that_never_entered_the_collective_is_the_hangs_culprit(behind):
+@pytest.mark.parametrize("frame", [_IN_A_KERNEL, _SIMULATED])
+def test_the_rank_that_never_entered_the_collective_is_the_hangs_culprit(behind, frame):
     entered = {r: 9 if r != behind else 8 for r in range(4)}
-    b = fr_job(entered, requested=True, stacks={behind: "train.py:33 in fault: time.sleep(3600)"})
+    b = fr_job(entered, requested=True, stacks={behind: frame})
     [f] = flight_recorder_findings(b.load(), AnalyzerConfig())
     v = f.verdict
     assert v.category is Category.COLLECTIVE_TIMEOUT and v.culprit.rank == behind
-    assert "#9" in v.summary and "time.sleep(3600)" in v.summary
+    assert "#9" in v.summary and frame in v.summary
+    # stuck in a library's call (a kernel that never returns) or in a simulated GPU fault:
+    # its node is the suspect
     assert v.culprit.node == f"node{behind // 2}"
+
+
+@pytest.mark.parametrize("behind", [0, 3])
+def test_a_hang_in_the_jobs_own_code_names_its_rank_but_not_its_node(behind):
+    # a sleep or a loop the script wrote holds the others up: nothing says the node is at fault,
+    # so it is neither excluded nor counted towards a quarantine
+    entered = {r: 9 if r != behind else 8 for r in range(4)}
+    b = fr_job(entered, requested=True, stacks={behind: "/home/me/train.py:47 in main: time.sleep(3600)"})
+    [f] = flight_recorder_findings(b.load(), AnalyzerConfig())
+    v = f.verdict
+    assert v.category is Category.COLLECTIVE_TIMEOUT and v.culprit.rank == behind
+    assert v.culprit.node is None and v.culprit.gpu is None
+    assert "job's own code" in v.summary
 
 
 def test_a_hang_both_witnesses_name_is_reported_from_the_recorder_with_its_stack():

@@ -1360,10 +1360,13 @@ def test_the_rank_torchruns_agent_saw_fail_first_is_the_culprit_where_no_line_na
         "(pid: 5528) of binary: /opt/conda/bin/python3.8"
     )
     later = failed.replace("local_rank: 2", "local_rank: 0").replace("-11", "1")
-    # no cause in the log: unknown, but where to look is said
+    # no cause in the log: unknown, but where to look is said (a segfault: a crash in native code)
     verdict = classify_lines(["Epoch 1", failed, later])
     assert verdict.category is C.UNKNOWN and verdict.culprit.rank == 2
-    assert "rank 2 fail first (exit code -11)" in verdict.summary
+    assert "rank 2 was ended by SIGSEGV" in verdict.summary
+    # a SIGKILL is no crash of its own: the host's OOM killer, as the launcher's families say
+    verdict = classify_lines(["Epoch 1", failed.replace("-11", "-9"), later])
+    assert (verdict.category, verdict.culprit.rank) == (C.HOST_OOM, 2)
     # a cause without a rank of its own takes it
     verdict = classify_lines(["OSError: [Errno 28] No space left on device", failed])
     assert verdict.category is C.STORAGE_ERROR and verdict.culprit.rank == 2
@@ -1371,6 +1374,49 @@ def test_the_rank_torchruns_agent_saw_fail_first_is_the_culprit_where_no_line_na
     verdict = classify_lines(["[rank3]: OSError: [Errno 28] No space left on device", failed])
     assert verdict.culprit.rank == 3
     assert classify_lines(["Epoch 1"]).culprit.rank is None
+
+
+_ABORTED_RANK = [
+    "[rank2]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:14762: "
+    "Connection reset by peer. This is typically caused by a remote worker hanging or bugs",
+    "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:43706: "
+    "Connection reset by peer.",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  host      : localhost",
+    "  rank      : 1 (local_rank: 1)",
+    "  exitcode  : {code} (pid: 18355)",
+]
+
+
+@pytest.mark.parametrize(("code", "signal"), [(-6, "SIGABRT"), (-11, "SIGSEGV"), (-7, "SIGBUS")])
+def test_a_rank_that_crashed_in_native_code_is_where_to_look_not_its_peers_resets(code, signal):
+    # rank 1 aborted with nothing of its own printed: its peers' resets are no network fault of
+    # theirs (no node to exclude), and no family says why it crashed
+    verdict = classify_lines([line.format(code=code) for line in _ABORTED_RANK])
+    assert (verdict.category, verdict.culprit.rank) == (C.UNKNOWN, 1)
+    assert f"rank 1 was ended by {signal}" in verdict.summary
+
+
+def test_a_watchdogs_own_abort_stays_the_timeout_it_printed():
+    lines = [
+        "[rank1]:[E1207 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds",
+        *(line.format(code=-6) for line in _ABORTED_RANK[2:]),
+    ]
+    assert classify_lines(lines).category is C.COLLECTIVE_TIMEOUT
+
+
+def test_glooss_collective_mismatch_is_the_codes_desync_and_names_no_reporting_rank():
+    lines = [
+        "[rank2]:terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+        "[rank2]:  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length "
+        "<= op.nbytes. 1452 vs 4. Received data size doesn't match expected size. Is there a distributed collective "
+        "mismatch in your code?",
+        *(line.format(code=-6).replace("rank      : 1", "rank      : 2") for line in _ABORTED_RANK),
+    ]
+    verdict = classify_lines(lines)
+    assert verdict.category is C.USER_CODE_ERROR and verdict.culprit.rank is None
 
 
 _ROUNDS_13_14 = [

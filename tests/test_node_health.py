@@ -8,6 +8,7 @@ processes (tests/test_fleet_history.py runs jobs). Culprit nodes and GPUs vary.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -435,6 +436,21 @@ def test_a_job_whose_every_node_is_quarantined_is_refused_before_it_starts(tmp_p
     assert "every node of this job is quarantined: node0 (node0 GPU 1" in out.stderr
     assert "triage nodes clear NODE" in out.stderr and "--no-quarantine" in out.stderr
     assert not (tmp_path / "store" / "supervisor" / "runs").exists()  # no run was recorded
+
+
+def test_a_local_launch_on_a_quarantined_host_is_refused_not_run_there(tmp_path):
+    # torchrun or a plain script starts its ranks on this host whatever TRIAGE_EXCLUDE_NODES says:
+    # a quarantined host is refused with the way back, and --no-quarantine runs it (a burn-in)
+    host = socket.gethostname()
+    record_health(tmp_path, [_q(host, None, time.time())])
+    cmd = [sys.executable, "-m", "triage.cli", "run", "--data-dir", str(tmp_path), "--agents", "none"]
+    job = ["--", sys.executable, "-c", "print('ran')"]
+    out = subprocess.run([*cmd, *job], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"this host ({host}) is quarantined" in out.stderr
+    assert f"triage nodes clear {host}" in out.stderr and "--no-quarantine" in out.stderr
+    ran = subprocess.run([*cmd, "--no-quarantine", *job], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
 
 
 def test_the_demo_returns_its_own_simulated_nodes_to_service_first(tmp_path):

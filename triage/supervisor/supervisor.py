@@ -278,6 +278,15 @@ class Supervisor:
                 + ". Return one to service with `triage nodes clear NODE` once it is repaired, "
                 "or run with --no-quarantine"
             )
+        host = socket.gethostname()
+        if not self.nodes and host in held:
+            # a launcher of this host's own (torchrun, a plain script) starts its ranks here,
+            # whatever TRIAGE_EXCLUDE_NODES says
+            raise ConfigError(
+                f"this host ({host}) is quarantined ({_why(held[host])}) and the command starts "
+                f"its ranks here. Return it to service with `triage nodes clear {host}` once it is "
+                "repaired, or run with --no-quarantine (a burn-in run)"
+            )
         left = (
             f"; the job runs on {len(self.nodes) - len(out)} of its {len(self.nodes)} nodes"
             if self.nodes
@@ -285,13 +294,22 @@ class Supervisor:
         )
         for node in out:
             self.report.quarantined_at_start[node] = _why(held[node])
-            log.warning(
-                "leaving %s out: quarantined (%s)%s; `triage nodes clear %s` returns it",
-                node,
-                _why(held[node]),
-                left,
-                node,
-            )
+            if self.nodes:
+                log.warning(
+                    "leaving %s out: quarantined (%s)%s; `triage nodes clear %s` returns it",
+                    node,
+                    _why(held[node]),
+                    left,
+                    node,
+                )
+            else:  # the launcher places the ranks: it is told, not made to
+                log.warning(
+                    "%s is quarantined (%s): named in TRIAGE_EXCLUDE_NODES for the launcher to leave "
+                    "out; `triage nodes clear %s` returns it",
+                    node,
+                    _why(held[node]),
+                    node,
+                )
         excluded = tuple(dict.fromkeys([*carried, *out]))
         self.report.excluded_nodes = list(excluded)
         return Plan(excluded_nodes=excluded)
