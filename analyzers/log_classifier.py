@@ -439,11 +439,11 @@ class TracebackReader:
         return self._open.pop(prefix)
 
 
-#: Timeout signatures whose rank is the one that never came, not the one that waited:
-#: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
 #: Signals a process dies of when its own native code fails (torchrun reports them negated):
 #: not SIGKILL (the OOM killer's, or an operator's) nor SIGTERM (a stop from outside).
 _CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
+#: Timeout signatures whose rank is the one that never came, not the one that waited:
+#: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
 _NAME_THE_LATE_RANK = frozenset({"horovod-stall", "horovod-stall-shutdown"})
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"

@@ -994,8 +994,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "jax-coordination-connect",
         _C.RENDEZVOUS_ERROR,
-        "pjrt_client_connect",
-        r"Barrier timed out\. Barrier_id: PjRT_Client_Connect",
+        "pjrt_client_connect|wait_for_all_tasks_to_register|cluster registration failed",
+        r"Barrier timed out\. Barrier_id: PjRT_Client_Connect"
+        # the coordination service's own registration barrier (newer jax)
+        r"|Barrier timed out\. Id: \[Init\]Wait_for_all_tasks_to_register"
+        r"|Stopping coordination service as cluster registration failed",
         0.85,
         "JAX's processes did not all connect to the coordination service",
     ),
@@ -1100,9 +1103,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "eaddrinuse",
         _C.RENDEZVOUS_ERROR,
-        "address already in use|eaddrinuse|failed to listen",
+        "address already in use|eaddrinuse|failed to listen|binding port",
         r"EADDRINUSE|errno: 98 - Address already in use|address already in use"
-        r"|server socket has failed to listen on any local network address",
+        r"|server socket has failed to listen on any local network address"
+        # LightGBM's network set-up (SynapseML, Dask) on a port another job holds
+        r"|Network init call failed in LightGBM with error: Binding port \d+ failed",
         0.9,
         "the rendezvous port is already in use",
     ),
@@ -1312,7 +1317,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl-unique-id-timeout",
         _C.COLLECTIVE_TIMEOUT,
         "nccluniqueid",
-        r"retrieving ncclUniqueId from \[\d+\] via c10d key-value store .{0,80}got error",
+        r"retr(?:ie|ei)ving ncclUniqueId from \[\d+\] via c10d key-value store .{0,80}got error",
         0.7,
         "a rank waited for the NCCL id its peer never published in time (that peer busy or dead)",
         symptom=True,
@@ -1828,8 +1833,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "nccl-topology-unknown",
         _C.ENVIRONMENT_ERROR,
-        "could not find net|find reverse path",
-        r"NCCL WARN Could not find NET with id \d+|Failed to find reverse path from remNode",
+        "could not find net|find reverse path|could not find real path",
+        r"NCCL WARN Could not find NET with id \d+|Failed to find reverse path from remNode"
+        # a container whose /sys does not show the GPU's PCI path
+        r"|NCCL WARN Could not find real path of /sys/",
         0.7,
         "NCCL could not build its topology of this machine (a version that does not know it)",
     ),
@@ -1838,12 +1845,23 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.ENVIRONMENT_ERROR,
         "driver",
         r"CUDA driver version is insufficient|NVIDIA driver on your system is too old"
-        r"|Driver/library version mismatch|Found no NVIDIA driver",
+        r"|Driver/library version mismatch|Found no NVIDIA driver"
+        # a CUDA call the installed driver is too old for (NCCL's `Cuda failure`, the runtime's)
+        r"|API call is not supported in the installed CUDA driver",
         0.9,
         "the NVIDIA driver does not fit the CUDA runtime",
     ),
     # JAX's CUDA backend that cannot start on this machine: no GPU visible to it, a cuDNN older
     # than it was built against, its DNN library failing at start-up
+    # XLA's NCCL calls on a machine whose NCCL library it cannot load
+    _s(
+        "xla-nccl-not-loaded",
+        _C.ENVIRONMENT_ERROR,
+        "unable to load nccl",
+        r"Unable to load NCCL library\. Multi-GPU collectives will not work",
+        0.8,
+        "the NCCL library could not be loaded (multi-GPU collectives cannot run)",
+    ),
     _s(
         "jax-cuda-backend-failed",
         _C.ENVIRONMENT_ERROR,
@@ -2038,6 +2056,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # torch.distributed.checkpoint's planner: a saved tensor whose shape the current model or
     # optimizer does not have (another parallel layout, vocabulary or model size)
+    # t5x's restore: a checkpoint of another model size in the model directory
+    _s(
+        "t5x-checkpoint-shape",
+        _C.CHECKPOINT_ERROR,
+        "in checkpoint",
+        r"Shape of `[^`]+` in checkpoint \([\d, ]*\) does not match expected",
+        0.85,
+        "a checkpoint's tensor does not fit the current model (its shape differs)",
+    ),
     _s(
         "dcp-size-mismatch",
         _C.CHECKPOINT_ERROR,
@@ -2239,6 +2266,25 @@ SIGNATURES: tuple[Signature, ...] = (
         0.95,
         "the GPU ran out of memory",
     ),
+    # GPU allocators of other stacks refusing: XGBoost's caching allocator, PhysX's (Isaac Gym)
+    _s(
+        "gpu-allocator-refused",
+        _C.GPU_OOM,
+        "memory allocation error|fail to allocate memory",
+        r"Memory allocation error on worker \d+: Caching allocator"
+        r"|PxgCudaDeviceMemoryAllocator fail to allocate memory \d+ bytes",
+        0.85,
+        "the GPU's memory ran out (a library's own allocator refused)",
+    ),
+    # TensorFlow's stream executor failing an allocation: it may retry smaller and go on, so weak
+    _s(
+        "tf-device-alloc-failed",
+        _C.GPU_OOM,
+        "failed to allocate",
+        r"failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY",
+        0.55,
+        "TensorFlow could not allocate GPU memory",
+    ),
     # TensorFlow's allocator refusing a tensor on a GPU (on the CPU it is the host's memory)
     _s(
         "tf-oom-allocating",
@@ -2366,6 +2412,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # Python's own exception for float trouble: fairseq raises it for NaN/Inf gradients and a
     # collapsed loss scale, numpy under seterr(all="raise") for overflow and invalid values. Not
     # fairseq's "gradients are inconsistent between workers": replicas that disagree.
+    # torch.normal handed a NaN standard deviation (a policy's log-std went non-finite)
+    _s(
+        "normal-std-nonfinite",
+        _C.NUMERICAL_INSTABILITY,
+        "normal expects",
+        r"normal expects all elements of std >= 0\.0",
+        0.75,
+        "a sampled distribution's standard deviation became NaN (the model's outputs went non-finite)",
+    ),
     # TensorFlow's check_numerics and its summary writer meeting a NaN
     # detectron2's own checks that training diverged
     _s(
@@ -2526,14 +2581,16 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "data-file-corrupt",
         _C.DATA_PIPELINE_ERROR,
-        "parquet magic|readerror|tar file truncated|json parse error",
+        "parquet magic|readerror|tar file truncated|json parse error|corrupted record",
         # a dataset shard cut short or not what its name says: Arrow's Parquet reader, a
         # WebDataset or tar shard
         r"ArrowInvalid: Parquet magic bytes not found|Parquet magic bytes not found in footer"
         r"|tarfile\.ReadError: (?:unexpected end of data|truncated header|invalid header|empty file)"
         r"|\btar file truncated"
         # Arrow reading a JSON-lines data file that is not valid JSON
-        r"|ArrowInvalid: JSON parse error",
+        r"|ArrowInvalid: JSON parse error"
+        # a TFRecord file whose record checksum fails
+        r"|DataLossError: corrupted record at \d+",
         0.75,
         "a data file is corrupt or truncated",
     ),

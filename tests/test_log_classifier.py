@@ -3457,6 +3457,70 @@ _CANONICAL_46 = [
     (["distributed.worker.memory - WARNING - Worker is at 81% memory usage. Pausing worker."], C.UNKNOWN),
 ]
 
+# round 46's misses, in other forms, and what they must not claim
+_ROUND_46 = [
+    (
+        [
+            "NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: Unable to load NCCL library. "
+            "Multi-GPU collectives will not work."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "DEADLINE_EXCEEDED: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. This usually happens "
+            "because a task triggered the barrier too early or too slowly."
+        ],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        [
+            "E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 2.00G (2147483648 bytes) "
+            "from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory"
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "ValueError: Shape of `target/encoder/layers_0/mlp/wi/kernel` in checkpoint (512, 2048) does not match "
+            "expected (768, 3072)."
+        ],
+        C.CHECKPOINT_ERROR,
+    ),
+    (
+        ["tensorflow.python.framework.errors_impl.DataLossError: corrupted record at 12"],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (
+        [
+            "XGBoostError: device_helpers.cuh:428: Memory allocation error on worker 0: Caching allocator",
+            "- Free memory: 1024",
+        ],
+        C.GPU_OOM,
+    ),
+    (["PxgCudaDeviceMemoryAllocator fail to allocate memory 33554432 bytes!! Result = 2"], C.GPU_OOM),
+    (["RuntimeError: normal expects all elements of std >= 0.0"], C.NUMERICAL_INSTABILITY),
+    (
+        ["java.lang.Exception: Network init call failed in LightGBM with error: Binding port 12400 failed"],
+        C.RENDEZVOUS_ERROR,
+    ),
+    (
+        [
+            "a1b2:201:268 [0] graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:3b/../../0000:3b:00.0"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["Cuda failure 'API call is not supported in the installed CUDA driver'"], C.ENVIRONMENT_ERROR),
+    # older torch's spelling of the store timeout is still a timeout
+    (
+        [
+            "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d "
+            "key-value store by key '0', but store->get('0') got error: Socket Timeout"
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -3480,7 +3544,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _CANONICAL_44
     + _CANONICAL_45
     + _ROUND_45
-    + _CANONICAL_46,
+    + _CANONICAL_46
+    + _ROUND_46,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
