@@ -198,6 +198,17 @@ def test_a_user_exception_fails_fast_with_its_rank(tmp_path, fault, hooks, said)
     assert said in attempt["verdict"]["summary"]
 
 
+def test_a_loss_that_stays_nan_is_stopped_and_not_reported_completed(tmp_path):
+    # the weights go NaN at step 4 and the script trains on: the supervisor stops the attempt
+    # (every step after is wasted), says numerical_instability, and rolls back; the script
+    # resumes its own NaN checkpoint, so the same failure comes back and the loop rule ends it
+    rc, report = run_job(tmp_path, "ddp_train.py", "--max-restarts", "2", fault=("nan", 0, 4), steps=60)
+    assert rc == 1 and report["status"] != "completed", report["status"]
+    first = report["attempts"][0]
+    assert first["detection"] == "nonfinite_loss", first
+    assert first["verdict"]["category"] == "numerical_instability" and first["action"] == "rollback"
+
+
 @pytest.mark.parametrize("script, culprit", [("ddp_train.py", 1), ("fsdp_train.py", 0)])
 def test_a_hung_rank_is_found_by_the_flight_recorder_as_fr_trace_finds_it(tmp_path, script, culprit):
     rc, report = run_job(tmp_path, script, "--hang-timeout", "5", fault=("hang", culprit, 4), steps=8)

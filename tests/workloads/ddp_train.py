@@ -35,7 +35,7 @@ def main() -> None:
         start = state["step"]
         print(f"resumed from step {start}", flush=True)
     for step in range(start, args.steps):
-        fault(step, rank)
+        fault(step, rank, model)
         x = torch.randn(16, 32)
         loss = torch.nn.functional.mse_loss(ddp(x), x.sum(1, keepdim=True))
         opt.zero_grad()

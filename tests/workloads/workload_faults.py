@@ -1,7 +1,7 @@
 """The faults the test workloads inject, from the environment, as a test harness would: kept
 apart from the scripts so they read like a user's.
 
-WORKLOAD_FAULT (`kill`, `raise`, `hang`, `slow_save`) at WORKLOAD_FAULT_RANK /
+WORKLOAD_FAULT (`kill`, `raise`, `hang`, `slow_save`, `nan`) at WORKLOAD_FAULT_RANK /
 WORKLOAD_FAULT_STEP, once: the first run that injects it leaves WORKLOAD_FAULT_ONCE (a file)
 behind, so the restart runs clean. `slow_save` makes that step's checkpoint write wait
 WORKLOAD_SAVE_PAUSE_S seconds, idle, as a write to stalled network storage does.
@@ -54,10 +54,13 @@ def save_extras(step: int, rank: int) -> dict:
     return {}
 
 
-def fault(step: int, rank: int) -> None:
+def fault(step: int, rank: int, model: torch.nn.Module | None = None) -> None:
     kind = os.environ.get("WORKLOAD_FAULT", "")
-    if kind not in ("kill", "raise", "raise_own", "hang") or not _fires(kind, step, rank):
+    if kind not in ("kill", "raise", "raise_own", "hang", "nan") or not _fires(kind, step, rank):
         return
+    if kind == "nan" and model is not None:  # the weights go NaN, and the script trains on
+        with torch.no_grad():
+            next(model.parameters()).fill_(float("nan"))
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if kind == "raise":

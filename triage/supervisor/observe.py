@@ -80,6 +80,9 @@ class Progress:
     #: on the main thread since the last step), over the last `WORKING_WINDOW_S` (the main
     #: thread's: `MAIN_WORK_WINDOW_S`)
     working: tuple[int, ...] = ()
+    #: steps since the last one with a finite loss whose loss came out NaN or Inf: a loss that
+    #: stays non-finite is a model gone NaN, not an overflow skipped (those are the grad norm's)
+    nonfinite_loss_steps: int = 0
 
 
 #: The window over which a rank's work outside steps is measured: in child processes and reads ...
@@ -89,9 +92,10 @@ WORKING_WINDOW_S = 20.0
 MAIN_WORK_WINDOW_S = 10.0
 
 _PROGRESS_SQL = """
-WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad
+WITH s AS (SELECT step, end_time, start_time, tokens, coalesce(nonfinite, false) AS bad, loss
            FROM steps
            WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt),
+     f AS (SELECT max(step) AS step FROM s WHERE loss IS NOT NULL AND isfinite(loss)),
      e AS (SELECT min(step) AS step FROM events
            WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
              AND kind = 'nonfinite'),
@@ -103,7 +107,9 @@ SELECT min(step), max(step) FILTER (WHERE NOT bad), max(end_time), min(end_time)
        median(end_time - start_time) FILTER (WHERE NOT bad),
        sum(tokens) FILTER (WHERE end_time > $now - $win),
        least(min(step) FILTER (WHERE bad), (SELECT step FROM e)),
-       (SELECT list(how ORDER BY how) FROM h)
+       (SELECT list(how ORDER BY how) FROM h),
+       count(DISTINCT step) FILTER (
+           WHERE loss IS NOT NULL AND NOT isfinite(loss) AND step > coalesce((SELECT step FROM f), -1))
 FROM s
 """
 
@@ -158,7 +164,7 @@ def read_attempt_progress(
         if since is not None:
             fault = snap.con.execute(_GPU_FAULT_SQL, {**params, "since": since}).fetchone()
         assert row is not None  # an aggregate without GROUP BY always returns one row
-        first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks = row
+        first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks, nonfinite_run = row
         stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
         split = snap.con.execute(_CANARY_SPLIT_SQL, params).fetchone()
         working = read_working(
@@ -183,6 +189,7 @@ def read_attempt_progress(
         None if split is None or split[0] is None else int(split[0]),
         None if split is None or split[1] is None else int(split[1]),
         working,
+        int(nonfinite_run or 0),
     )
 
 

@@ -115,6 +115,11 @@ _SETTLE_S = 1.5
 _FR_WAIT_S = 5.0
 #: A store read that has not returned after this long is said, with where it is stuck.
 _BLIND_AFTER_S = 60.0
+#: Steps in a row whose loss came out NaN or Inf after which an attempt is stopped and
+#: diagnosed (numerical instability: roll back): a model whose weights went NaN stays so, and a
+#: script that trains on wastes every step after; an overflow skipped under AMP leaves the loss
+#: finite (its grad norm is the one that is not).
+NONFINITE_LOSS_STEPS = 3
 #: While the ranks' canaries disagree, how often (at most) the analysis is asked whether a
 #: majority names a culprit (silent data corruption): a whole analysis, so not on every probe.
 _CORRUPTION_CHECK_S = 5.0
@@ -658,6 +663,11 @@ class Supervisor:
             if corruption_verdict(analysis, attempt) is not None:
                 outcome, detection = Status.FAILED, "corruption"
                 report.outcome, report.detection = outcome, detection
+        if outcome == Status.COMPLETED and progress.nonfinite_loss_steps >= NONFINITE_LOSS_STEPS:
+            # it ended before the watch looked again, on a loss that had stayed NaN: the model
+            # it leaves is no result
+            outcome, detection = Status.FAILED, "nonfinite_loss"
+            report.outcome, report.detection = outcome, detection
         if outcome != Status.COMPLETED:
             if analysis is None:
                 analysis = self._analysis(f"diagnosing attempt {attempt}")
@@ -689,6 +699,16 @@ class Supervisor:
                     stall.summary(report.detected_at),
                     Culprit(late.rank, late.node, late.gpu),
                     first_seen=stall.since,
+                )
+            if detection == "nonfinite_loss" and (
+                verdict is None or verdict.category is not Category.NUMERICAL_INSTABILITY
+            ):
+                verdict = Verdict(
+                    Category.NUMERICAL_INSTABILITY,
+                    0.8,
+                    f"the loss came out NaN/Inf on {progress.nonfinite_loss_steps} steps in a row from "
+                    f"step {progress.failed_step} and never recovered",
+                    first_seen=report.detected_at,
                 )
             if verdict is None and outcome == Status.HUNG:
                 verdict = Verdict(
@@ -880,6 +900,15 @@ class Supervisor:
                 if progress.stall is not None:
                     self._show(attempt, f"hang: {progress.stall.summary(now)}", progress)
                     return Status.HUNG, "collective_stall", progress
+                if progress.nonfinite_loss_steps >= NONFINITE_LOSS_STEPS:
+                    # a script that trains on with a NaN loss: every step from here is wasted
+                    self._show(
+                        attempt,
+                        f"the loss has been NaN/Inf for {progress.nonfinite_loss_steps} steps "
+                        f"(since step {progress.failed_step})",
+                        progress,
+                    )
+                    return Status.FAILED, "nonfinite_loss", progress
                 if progress.canary_split_step is not None and now >= next_corruption_check:
                     found = corruption_verdict(self._analysis("looking for silent data corruption"), attempt)
                     # a large job's analysis takes seconds: never more than a tenth of the time
@@ -1034,7 +1063,15 @@ class Supervisor:
         summary, torchrun's failure report: cut at 1 s more, a summary was lost). A stop the
         ranks can act on (a preemption, Ctrl-C: the supervisor's interrupt path) gives them the
         whole `--grace`, to save a checkpoint."""
-        if detection in ("rank_exit", "gpu_fault", "collective_stall", "hang", "launcher_exit", "corruption"):
+        if detection in (
+            "rank_exit",
+            "gpu_fault",
+            "collective_stall",
+            "hang",
+            "launcher_exit",
+            "corruption",
+            "nonfinite_loss",
+        ):
             return _SETTLE_S
         return None
 
