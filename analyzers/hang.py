@@ -26,6 +26,9 @@ from triage.store.schema import EVENT_RANK_EXIT
 from triage.taxonomy import Category
 from triage.verdict import Culprit, Evidence, Verdict
 
+#: The name torch gives the default (world) process group, as the hooks record it.
+WORLD_GROUP = "0"
+
 
 def analysis_time(cfg: AnalyzerConfig) -> float:
     """`cfg.now`; without one the analysis is a post-mortem: no rank counts as alive any more."""
@@ -120,6 +123,20 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     since = float(waiters["inflight_since"].min())
     lc = job.last_collectives
     members = lc[(lc["attempt"] == attempt) & (lc["group"] == group)].set_index("rank")
+    if group == WORLD_GROUP:
+        # every rank of the attempt is of the world group; one that has entered none of its
+        # collectives yet has no row (a start-up barrier its peers wait at, never reached)
+        absent = [r for r in st.index if r not in members.index and r not in waiters.index]
+        if absent:
+            members = pd.concat(
+                [
+                    members,
+                    pd.DataFrame(
+                        {"last_entered_seq": 0, "last_op": None, "last_enter_time": float("nan")},
+                        index=pd.Index(absent, name=members.index.name),
+                    ),
+                ]
+            )
     # A blocked collective has no row yet (rows are written when a collective completes), so
     # the waiters are known from their heartbeats; the others below `seq` never entered it.
     missing = members[(members["last_entered_seq"] < seq) & ~members.index.isin(waiters.index)]
@@ -138,12 +155,17 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     for r, row in missing.head(5).iterrows():
         hb = st["time"].get(r)
         seen = f", last heartbeat at {clock(hb)}" if hb is not None and not math.isnan(hb) else ""
+        entered = (
+            f"last entered {row['last_op']} #{int(row['last_entered_seq'])}"
+            if int(row["last_entered_seq"]) > 0
+            else "entered none of its collectives"
+        )
+        when = float(row["last_enter_time"])
         evidence.append(
             Evidence(
-                f"rank {int(r)} last entered {row['last_op']} #{int(row['last_entered_seq'])} "
-                f"(group {group}){seen}",
-                "collectives",
-                float(row["last_enter_time"]),
+                f"rank {int(r)} {entered} (group {group}){seen}",
+                "collectives" if int(row["last_entered_seq"]) > 0 else "heartbeats",
+                hb if math.isnan(when) and hb is not None else when,
                 int(r),
             )
         )
@@ -165,7 +187,9 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     # (a death the supervisor noticed between two beats, then stopped them for)
     wait_end = float(waiters["alive_until"].max()) + cfg.heartbeat_period_s
     left = [r for r in culprits if r in failed_at.index and float(failed_at[r]) <= wait_end]
-    if culprits and len(left) < len(culprits) and len(culprits) * 2 < len(members):
+    # the world group holds every rank that heartbeats, the waiters without rows among them
+    size = max(len(members), len(st.index)) if group == WORLD_GROUP else len(members)
+    if culprits and len(left) < len(culprits) and len(culprits) * 2 < size:
         culprit = ranks_culprit(job, attempt, culprits)
         summary = (
             f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "

@@ -1,5 +1,6 @@
 """Cross-rank root cause on hand-built jobs: cascades, hardware vs software, preemption, nodes."""
 
+import pytest
 from jobdata_builder import T0, JobBuilder
 
 from triage.analyzers.config import AnalyzerConfig
@@ -185,6 +186,23 @@ def test_in_a_pair_the_heartbeats_say_who_never_entered_but_blame_no_one():
     (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
     assert root.verdict.category is Category.COLLECTIVE_TIMEOUT
     assert root.verdict.culprit.rank is None and "rank 1 never entered it" in root.verdict.summary
+
+
+@pytest.mark.parametrize("late", [0, 2])
+def test_a_rank_that_never_reached_the_start_up_barrier_is_the_hangs_culprit(late):
+    """Before any step, ranks wait in the world group's first collective (a start-up barrier)
+    and one rank, alive, never entered any collective: no rank completed one, so no rows say
+    who is in the group; the world group holds every rank of the attempt."""
+    b = JobBuilder().world(3, per_node=4)
+    for k in range(60):
+        for r in range(3):
+            inflight = None if r == late else ("barrier", "0", 1, T0 + 1)
+            b.heartbeat(0, r, T0 + 1 + k, None, inflight)
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    v = root.verdict
+    assert v.category is Category.COLLECTIVE_TIMEOUT and v.culprit.rank == late, v.summary
+    assert "never entered it" in v.summary
+    assert any("entered none of its collectives" in e.text for e in v.evidence)
 
 
 def test_sigterm_on_every_rank_is_preemption():

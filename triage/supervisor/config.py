@@ -38,13 +38,16 @@ class SupervisorConfig:
         default=10.0,
         metadata={"help": "seconds the job gets to exit after SIGTERM before SIGKILL", "metavar": "S"},
     )
-    startup_timeout: float = field(
-        default=300.0,
+    startup_timeout: float | None = field(
+        default=None,
         metadata={
-            "help": "seconds an attempt may take to its first stored step before it counts as hung; "
-            "applies only where steps are known to come (the script's own TrainingMonitor, "
-            "or an earlier attempt of the run that stepped): a job that reports no steps is "
-            "never stopped for the lack of them",
+            "help": "seconds an attempt may take to its first stored step before it counts as hung. "
+            "Unset, 300 s where steps are known to come (the script's own TrainingMonitor, or an "
+            "earlier attempt of the run that stepped) and no limit otherwise: a job that reports "
+            "no steps is never stopped for the lack of them. Given, it applies to every attempt, "
+            "also under auto-instrumentation (its steps come once the loop steps a torch "
+            "optimizer): a rank stuck before its first step (a start-up barrier one rank never "
+            "reaches) is then found",
             "metavar": "S",
         },
     )

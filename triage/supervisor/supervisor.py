@@ -113,6 +113,9 @@ _SETTLE_S = 1.5
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
+#: How long an attempt known to report steps may take to its first one (`--startup-timeout`
+#: unset).
+DEFAULT_STARTUP_TIMEOUT_S = 300.0
 #: A store read that has not returned after this long is said, with where it is stuck.
 _BLIND_AFTER_S = 60.0
 #: Steps in a row whose loss came out NaN or Inf after which an attempt is stopped and
@@ -1015,11 +1018,16 @@ class Supervisor:
         if progress.hooks in self._announced or not progress.hooks:
             return
         self._announced.add(progress.hooks)
+        limit = self.cfg.startup_timeout or DEFAULT_STARTUP_TIMEOUT_S
         how = {
             "explicit": "the script's own TrainingMonitor (steps expected: a missing first "
-            f"step counts as hung after --startup-timeout {self.cfg.startup_timeout:.0f} s)",
-            "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; no "
-            "hang is declared before the first step)",
+            f"step counts as hung after --startup-timeout {limit:.0f} s)",
+            "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; "
+            + (
+                "no hang is declared before the first step)"
+                if self.cfg.startup_timeout is None
+                else f"a missing first step counts as hung after --startup-timeout {limit:.0f} s)"
+            ),
         }
         # an explicit monitor retires the automatic one in its rank: name only the one reporting
         shown = ("explicit",) if "explicit" in progress.hooks else progress.hooks
@@ -1114,8 +1122,10 @@ class Supervisor:
         of its own, no earlier attempt of this run that stepped), which must never be stopped
         for the lack of a signal it does not give."""
         if progress.last_step is None:
-            if "explicit" in progress.hooks or self._stepped:
+            if self.cfg.startup_timeout is not None:  # the user's word that steps will come
                 return self.cfg.startup_timeout
+            if "explicit" in progress.hooks or self._stepped:
+                return DEFAULT_STARTUP_TIMEOUT_S
             return None
         if self.cfg.hang_timeout is not None:
             return self.cfg.hang_timeout
