@@ -84,7 +84,10 @@ class LineMatch:
 _PREFIX_RE = re.compile(
     r"^(?:\S+Z: )?(?:\s*\[(?:(?:rank|default)?\d+|\d+,\d+)\](?:<std(?:out|err)>)?:?)+\s*", re.IGNORECASE
 )
-_RANK_PREFIX_RE = re.compile(r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:", re.IGNORECASE)
+# and horovodrun's `[3]<stderr>:`
+_RANK_PREFIX_RE = re.compile(
+    r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|\[(\d+)\]<std(?:out|err)>:", re.IGNORECASE
+)
 _RANK_RES = (
     re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
     re.compile(r"^\s*(\d+)!?: \[[Hh]orovod"),  # Horovod's "Stalled ranks:" list, one rank a line
@@ -125,7 +128,7 @@ def rank_prefix(text: str) -> int | None:
     printed it, as opposed to a rank the line talks about."""
     # `[default0]:[rank12]:` (torchrun --tee over the ranks' own prefix): the local rank comes
     # first, the global rank after it, and the global one is the rank
-    found = [int(m.group(1) or m.group(2)) for m in _RANK_PREFIX_RE.finditer(text[:64])]
+    found = [int(m.group(1) or m.group(2) or m.group(3)) for m in _RANK_PREFIX_RE.finditer(text[:64])]
     if not found:
         return None
     return found[1] if len(found) > 1 and text.lstrip().lower().startswith("[default") else found[0]
@@ -635,7 +638,7 @@ class LogClassifier:
         first child its agent saw fail (a log cut before the block still names it)."""
         m = _RANK_PREFIX_RE.search(text[:64])
         if m:
-            rank = int(m.group(1) or m.group(2))
+            rank = int(m.group(1) or m.group(2) or m.group(3))
             _add_bounded(self._ranks_seen, rank)
             if ('File "' in text or _TRACEBACK_START in text) and len(self._traceback_ranks) < 2:
                 self._traceback_ranks.add(rank)

@@ -1862,6 +1862,18 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "the NCCL library could not be loaded (multi-GPU collectives cannot run)",
     ),
+    # a torch built without what the launch asks of it (Windows wheels and libuv's TCPStore), a
+    # GPU/driver without CUDA multicast for TransformerEngine's comm+GEMM overlap
+    _s(
+        "stack-lacks-feature",
+        _C.ENVIRONMENT_ERROR,
+        "libuv|multicast|operation not supported",
+        r"use_libuv was requested but PyTorch was build? without libuv support"
+        r"|does not support comm\+GEMM overlap with CUDA Multicast"
+        r"|userbuffers\S*:\d+ in function create_communicator\w*: CUDA Error: operation not supported",
+        0.8,
+        "this torch, driver or GPU lacks a feature the launch asks for (libuv, CUDA multicast)",
+    ),
     _s(
         "jax-cuda-backend-failed",
         _C.ENVIRONMENT_ERROR,
@@ -2064,6 +2076,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Shape of `[^`]+` in checkpoint \([\d, ]*\) does not match expected",
         0.85,
         "a checkpoint's tensor does not fit the current model (its shape differs)",
+    ),
+    # an argument parser refusing the launch's arguments: the command line, on every run
+    _s(
+        "argparse-refused",
+        _C.USER_CODE_ERROR,
+        ": error: ",
+        r"^\S+: error: (?:argument \S+: |unrecognized arguments: |the following arguments are required: )",
+        0.7,
+        "the script refused its command-line arguments",
     ),
     _s(
         "dcp-size-mismatch",
@@ -2388,8 +2409,8 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NUMERICAL_INSTABILITY,
         "loss scale|loss_scale",
         r"Current loss scale already at minimum|Attempted loss scale: 1(?:\.0)?, reducing to 1\b"
-        # apex's older scaler halving a scale that is already gone
-        r"|reducing loss scale to 0(?:\.0+)?\s*$"
+        # apex's older scaler halving a scale already below 1 (every step overflows)
+        r"|reducing loss scale to (?:0(?:\.\d+)?|\d(?:\.\d+)?e-\d+)\s*$"
         r"|minimum loss scale reached"
         # a dynamic loss scale that fell below 1 (fairseq "setting loss scale to: 0.00048",
         # "loss_scale 0" in its metric lines): every step overflows
@@ -2509,7 +2530,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # a pipeline's own check naming what went non-finite (kohya's "NaN detected in latents")
         r"|(?<!\bno )(?<!\bnot )\bnan (?:detected|encountered) in (?:the )?(?:loss|latents?|grad\w*|logits|outputs?|activations?)\b"
         r"(?!\s*[:=]\s*(?:false|0|none)\b)"
-        r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b",
+        r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b"
+        # Marian's progress line: "Cost nan : Time ..."
+        r"|\bCost nan\b",
         0.85,
         "loss or gradients became NaN/Inf",
     ),
@@ -2593,6 +2616,33 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|DataLossError: corrupted record at \d+",
         0.75,
         "a data file is corrupt or truncated",
+    ),
+    # DALI's GPU JPEG decoder on a file it cannot decode (nvJPEG's BAD_JPEG, JPEG_NOT_SUPPORTED)
+    _s(
+        "nvjpeg-bad-image",
+        _C.DATA_PIPELINE_ERROR,
+        "nvjpeg",
+        r'NVJPEG error "[34]"|NVJPEG_STATUS_(?:BAD_JPEG|JPEG_NOT_SUPPORTED)',
+        0.75,
+        "an image the GPU JPEG decoder cannot decode (a corrupt or unsupported sample)",
+    ),
+    # ... and its allocator refused (an oversized image)
+    _s(
+        "nvjpeg-allocator-failure",
+        _C.GPU_OOM,
+        "nvjpeg",
+        r'NVJPEG error "5"|NVJPEG_STATUS_ALLOCATOR_FAILURE',
+        0.75,
+        "the GPU JPEG decoder's allocator ran out of memory",
+    ),
+    # Petastorm's reader read after it stopped (its worker failed, or the context closed)
+    _s(
+        "petastorm-reader-stopped",
+        _C.DATA_PIPELINE_ERROR,
+        "has stopped",
+        r"Trying to read a sample after a reader created by make_(?:batch_)?reader(?:/make_batch_reader)? has stopped",
+        0.75,
+        "the data reader was read after it had stopped",
     ),
     _s(
         "image-decode",

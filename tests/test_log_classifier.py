@@ -3534,6 +3534,52 @@ _ROUND_46 = [
     ),
 ]
 
+# round 47's misses, in other forms, and what they must not claim
+_ROUND_47 = [
+    (
+        ["RuntimeError: use_libuv was requested but PyTorch was build without libuv support"],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "AssertionError: CUDA device, driver and/or toolkit version does not support comm+GEMM overlap with "
+            "CUDA Multicast. Launch app with UB_SKIPMC=1 to try CUDA IPC instead."
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (
+        [
+            "train.py: error: argument --lr: invalid float value: '1e-4,'",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (["finetune.py: error: unrecognized arguments: --deepspeed_config ds.json"], C.USER_CODE_ERROR),
+    # a log line that only mentions an error is no argument parser's refusal
+    (["2024-01-01 INFO trainer: error: none so far"], C.UNKNOWN),
+    (
+        ["Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 1.52587890625e-05"],
+        C.NUMERICAL_INSTABILITY,
+    ),
+    (
+        ["[2020-09-05 20:22:42] Ep. 1 : Up. 300 : Sen. 137,255 : Cost nan : Time 17.18s"],
+        C.NUMERICAL_INSTABILITY,
+    ),
+    (
+        [
+            'RuntimeError: Critical error in pipeline: Error in thread 0: [nvjpeg_decoder.h:331] NVJPEG error "3"',
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (['NVJPEG error "5" : NVJPEG_STATUS_ALLOCATOR_FAILURE n04418357_26036.JPEG'], C.GPU_OOM),
+    (
+        [
+            "[1]<stderr>:RuntimeError: Trying to read a sample after a reader created by make_batch_reader has "
+            "stopped. This may happen if the make_reader context manager has exited"
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -3558,7 +3604,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _CANONICAL_45
     + _ROUND_45
     + _CANONICAL_46
-    + _ROUND_46,
+    + _ROUND_46
+    + _ROUND_47,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
@@ -3681,6 +3728,11 @@ def test_a_shortened_library_path_is_not_the_jobs_own_code():
         "[rank2]: RuntimeError: oneCCL: allgatherv_ring.hpp:78 allgatherv_ring_blocking:",
     ]
     assert classify_lines(lines).category is C.UNKNOWN
+
+
+def test_horovodruns_rank_prefix_names_the_rank_that_printed():
+    line = "Thu Aug  5 14:38:54 2021[3]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert classify_lines([line]).culprit.rank == 3
 
 
 def test_srun_naming_one_task_names_its_rank():
