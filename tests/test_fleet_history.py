@@ -201,6 +201,7 @@ def test_jobs_side_by_side_on_one_data_dir_and_one_id_at_a_time(tmp_path):
     )
     assert again.returncode == 2
     assert "job 'left' is already running" in again.stderr and again.stdout == ""
+    assert "kept under" not in again.stderr  # no log folder announced that it will never write
     outs = {}
     for name, proc in (("left", left), ("right", right)):
         stdout, stderr = proc.communicate(timeout=600)

@@ -50,6 +50,12 @@ def test_empty_store_says_what_to_run(tmp_path, capsys):
 def test_missing_or_foreign_data_dir_exits_2(tmp_path, capsys, monkeypatch):
     assert main(["jobs", "--data-dir", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # a file given for the folder says so, not that it is missing
+    (tmp_path / "afile").write_text("x")
+    assert main(["jobs", "--data-dir", str(tmp_path / "afile")]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+    assert main(["run", "--data-dir", str(tmp_path / "afile"), "--", "true"]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
     (tmp_path / "notes.txt").write_text("not a data dir")
     monkeypatch.setenv("TRIAGE_DATA_DIR", str(tmp_path))
     assert main(["jobs"]) == 2

@@ -77,6 +77,25 @@ def test_a_fail_fast_reads_as_a_stop_not_as_an_exclusion():
     assert "without node0" not in text and "excluding" not in text
 
 
+def test_a_run_that_gave_up_says_no_restart_was_made():
+    verdict = {**VERDICT, "category": "unknown", "layer": "-", "action": "restart"}
+    report = JobReport("j", "r1", "/d", ["cmd"], status="gave_up", reason="--max-restarts 0 is used up")
+    report.attempts = [
+        AttemptReport(
+            0,
+            T,
+            {"excluded_nodes": []},
+            outcome="failed",
+            detection="launcher_exit",
+            verdict=verdict,
+            action="restart",
+            reason="restarting it as it was; but --max-restarts 0 is used up",
+        )
+    ]
+    text = "\n".join(_render(report, width=120))
+    assert "none: gave up (restart from the last checkpoint was due)" in text
+
+
 def test_the_live_view_says_which_ranks_are_gone():
     from triage.commands.demo import _rank_states
     from triage.supervisor.observe import Progress

@@ -262,12 +262,20 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
                 f"  detected by {detected}" if detected else "",
             )
         )
+        action = a.action
+        if (
+            a is report.attempts[-1]
+            and report.status == Status.GAVE_UP
+            and action in ("restart", "restart_excluding_node", "rollback")
+        ):
+            # the taxonomy's action was due, but the run stopped (see why)
+            action = f"none: gave up ({action_text(action)} was due)"
         if a.verdict:
             out.append(
                 verdict_block(
                     a.verdict,
                     title="verdict",
-                    action=a.action,
+                    action=action,
                     excluded=_newly_excluded(report, a),
                     why=a.reason,
                     lost=_root_cost(report, a.attempt),

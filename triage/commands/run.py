@@ -104,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
         on_update=None if args.json else print_state,
         quarantine=config_from_args(QuarantineConfig, args),
     )
-    print(f"triage run: job {supervisor.job_id}; {supervisor.signals()}", file=sys.stderr, flush=True)
-    report = supervisor.run()
+    report = supervisor.run(
+        on_started=lambda: print(
+            f"triage run: job {supervisor.job_id}; {supervisor.signals()}", file=sys.stderr, flush=True
+        )
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=str))
     else:

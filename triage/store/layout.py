@@ -116,6 +116,11 @@ def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:
     """The data dir, or a `ConfigError` saying why it is not one (an empty folder is an empty
     store; a folder holding other things is probably a wrong --data-dir)."""
     path = Path(data_dir)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"data directory {path} is a file, not a directory; pass --data-dir (or set "
+            "TRIAGE_DATA_DIR) to the folder `triage agent`/`triage demo` write"
+        )
     if not path.is_dir():
         raise ConfigError(
             f"data directory {path} does not exist; pass --data-dir (or set "

@@ -171,10 +171,16 @@ class Supervisor:
         self._ingest_lock = threading.Lock()
 
     # -- the job ----------------------------------------------------------------------------
-    def run(self) -> JobReport:
-        """The whole run: refused (`JobRunning`) while another supervisor runs this job id."""
+    def run(self, on_started: Callable[[], None] | None = None) -> JobReport:
+        """The whole run: refused (`JobRunning`) while another supervisor runs this job id.
+        `on_started` is called once the job is this supervisor's (a refused run announces no
+        log folder it will never write)."""
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise ConfigError(f"--data-dir {self.data_dir} is a file, not a directory; pass a folder")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with JobLock(self.data_dir, self.job_id, self.run_id):
+            if on_started is not None:
+                on_started()
             return self._run()
 
     def signals(self) -> str:
