@@ -1368,6 +1368,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL socket failure",
         symptom=True,
     ),
+    # `triage run`'s own line in an attempt's log where it stopped the attempt: read later, what
+    # it stopped it for (the SIGTERMs after it are its own)
+    _s(
+        "triage-stopped-hung",
+        _C.COLLECTIVE_TIMEOUT,
+        "[triage] stopping",
+        r"^\[triage\] stopping the attempt: (?:hang|collective_stall)\b",
+        0.6,
+        "Triage stopped the attempt as hung",
+    ),
+    _s(
+        "triage-stopped-nonfinite",
+        _C.NUMERICAL_INSTABILITY,
+        "[triage] stopping",
+        r"^\[triage\] stopping the attempt: nonfinite_loss\b",
+        0.8,
+        "Triage stopped the attempt: its loss stayed NaN/Inf",
+    ),
     _s(
         "nccl-watchdog-timeout",
         _C.COLLECTIVE_TIMEOUT,

@@ -60,7 +60,7 @@ def capture(
     log = AttemptLog(tmp_path / "attempt-0.log", max_bytes=max_bytes, echo=False)
     for i, line in enumerate(lines):
         if stop_after is not None and i == stop_after:
-            log.stopping()
+            log.stopping("hang")
         log._take("stderr", (line + "\n").encode())
     log.close()
     return log
@@ -97,7 +97,10 @@ def test_lines_after_the_supervisor_began_stopping_are_kept_on_disk_only(tmp_pat
     ]
     log = capture(tmp_path, lines, stop_after=1)
     assert log.decisive == [] and log.exits == []
-    assert len((tmp_path / "attempt-0.log").read_text().splitlines()) == len(lines)
+    kept = (tmp_path / "attempt-0.log").read_text().splitlines()
+    # every line, and where the stop began: a later read of the file knows the SIGTERMs are Triage's
+    assert len(kept) == len(lines) + 1
+    assert kept[1] == "[triage] stopping the attempt: hang (the SIGTERMs that follow are Triage's)"
 
 
 def test_capture_rotates_within_its_bound_and_reads_pipes(tmp_path):

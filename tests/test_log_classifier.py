@@ -3730,6 +3730,28 @@ def test_a_shortened_library_path_is_not_the_jobs_own_code():
     assert classify_lines(lines).category is C.UNKNOWN
 
 
+def test_triages_own_stop_in_an_attempt_log_is_no_preemption():
+    # `triage classify` on an attempt log Triage stopped as hung: the SIGTERMs after its line are
+    # its own stop; without the line, a launcher told to stop from outside is a preemption
+    sigterm = (
+        "W1207 16:52:36.688000 10997 torch/distributed/elastic/agent/server/api.py:753] "
+        "Received 15 death signal, shutting down workers"
+    )
+    stopped = classify_lines(
+        [
+            "step 3 loss 0.2",
+            "[triage] stopping the attempt: hang (the SIGTERMs that follow are Triage's)",
+            sigterm,
+        ]
+    )
+    assert stopped.category is C.COLLECTIVE_TIMEOUT
+    assert classify_lines(["step 3 loss 0.2", sigterm]).category is C.PREEMPTION
+    nan = classify_lines(
+        ["[triage] stopping the attempt: nonfinite_loss (the SIGTERMs that follow are Triage's)", sigterm]
+    )
+    assert nan.category is C.NUMERICAL_INSTABILITY
+
+
 def test_horovodruns_rank_prefix_names_the_rank_that_printed():
     line = "Thu Aug  5 14:38:54 2021[3]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered"
     assert classify_lines([line]).culprit.rank == 3

@@ -202,6 +202,10 @@ class _Summary:
         return None
 
 
+#: The line an attempt's log gets when the supervisor stops it, before the detection's name.
+STOP_MARKER = "[triage] stopping the attempt:"
+
+
 class AttemptLog:
     """The capture of one attempt's stdout and stderr (`attach`), until `close`."""
 
@@ -222,11 +226,15 @@ class AttemptLog:
         self._summary = _Summary()
         self._stopping_at: float | None = None
 
-    def stopping(self) -> None:
+    def stopping(self, detection: str) -> None:
         """The supervisor starts stopping the attempt: what the ranks and the launcher print
         from now on (SIGTERM received, workers killed) answers that stop, and says nothing
-        about why the attempt failed, so it is kept on disk but not handed to the store."""
-        self._stopping_at = time.time()
+        about why the attempt failed, so it is kept on disk but not handed to the store. The
+        log says so in a line of its own (`STOP_MARKER`): read later (`triage classify`), the
+        SIGTERMs after it are this stop, not a preemption."""
+        with self._lock:
+            self._stopping_at = time.time()
+            self._file.write(f"{STOP_MARKER} {detection} (the SIGTERMs that follow are Triage's)\n".encode())
 
     def attach(self, stdout: IO[bytes] | None, stderr: IO[bytes] | None) -> None:
         for name, pipe, echo_to in (("stdout", stdout, sys.stdout), ("stderr", stderr, sys.stderr)):

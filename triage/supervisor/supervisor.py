@@ -636,7 +636,7 @@ class Supervisor:
         stopped_at = None
         if launcher.poll() is None or outlived:
             self._show(attempt, f"{detection}: stopping the job", progress)
-            output.stopping()
+            output.stopping(detection)
             if detection != "slurm_sigterm":  # Slurm's SIGTERM, passed on, is a preemption
                 stopped_at = time.time()
             report.killed_pids = procs.stop(self.cfg.grace, rank_grace_s=self._rank_grace(detection))
