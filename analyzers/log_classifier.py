@@ -379,7 +379,7 @@ class TracebackEnd:
 
 #: A Python exception's closing line: `RuntimeError: ...`, `mypkg.ConfigError: ...`, a bare
 #: `Exception`; not a log level (`ERROR: ...`), which is no exception name
-_EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z][a-z]\w*)?(?:Error|Exception)\b(?::\s*\S|\s*$)")
+_EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*?)?(?:Error|Exception)\b(?::\s*\S|\s*$)")
 
 
 def own_code_exception(end: TracebackEnd | None, text: str, match: LineMatch | None) -> bool:

@@ -2095,6 +2095,26 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "a checkpoint's tensor does not fit the current model (its shape differs)",
     ),
+    # a framework's own refusal of the run's configuration (OLMo's OLMoConfigurationError, a
+    # ConfigError): the run's settings, on every run
+    _s(
+        "configuration-error",
+        _C.USER_CODE_ERROR,
+        "configurationerror|configerror",
+        r"^(?:[\w.]+\.)?\w*(?:Configuration|Config)Error: \S",
+        0.75,
+        "the framework refused the run's configuration",
+    ),
+    # DeepSpeed reads a --deepspeed_config path it cannot find as a base64-encoded config: the
+    # path is missing on that node
+    _s(
+        "deepspeed-config-not-found",
+        _C.USER_CODE_ERROR,
+        "incorrect padding",
+        r"binascii\.Error: Incorrect padding",
+        0.6,
+        "the DeepSpeed config was not found (a path missing on this node, read as base64)",
+    ),
     # an argument parser refusing the launch's arguments: the command line, on every run
     _s(
         "argparse-refused",
@@ -2549,6 +2569,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|(?<!\bno )(?<!\bnot )\bnan (?:detected|encountered) in (?:the )?(?:loss|latents?|grad\w*|logits|outputs?|activations?)\b"
         r"(?!\s*[:=]\s*(?:false|0|none)\b)"
         r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b"
+        # W&B's run summary at the end: "wandb:       val_loss nan"
+        r"|^wandb:\s+\w*loss\w*\s+[-+]?(?:nan|inf)\s*$"
         # Marian's progress line: "Cost nan : Time ..."
         r"|\bCost nan\b",
         0.85,

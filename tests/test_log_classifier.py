@@ -3573,6 +3573,19 @@ _ROUND_47 = [
     (['NVJPEG error "5" : NVJPEG_STATUS_ALLOCATOR_FAILURE n04418357_26036.JPEG'], C.GPU_OOM),
     (
         [
+            "olmo.exceptions.OLMoConfigurationError: DDP does not work with init_device set to anything other than `cuda`."
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        ["hydra.errors.ConfigCompositionException: x", "mypkg.ConfigError: missing key 'lr'"],
+        C.USER_CODE_ERROR,
+    ),
+    (["192.168.205.202: [rank15]: binascii.Error: Incorrect padding"], C.USER_CODE_ERROR),
+    (["wandb:       val_loss nan"], C.NUMERICAL_INSTABILITY),
+    (["wandb:       val_loss 0.4213"], C.UNKNOWN),
+    (
+        [
             "[1]<stderr>:RuntimeError: Trying to read a sample after a reader created by make_batch_reader has "
             "stopped. This may happen if the make_reader context manager has exited"
         ],
@@ -3764,6 +3777,17 @@ def test_srun_naming_one_task_names_its_rank():
     ]
     verdict = classify_lines(lines)
     assert (verdict.category, verdict.culprit.rank, verdict.culprit.node) == (C.HOST_OOM, 85, "nid002715")
+
+
+def test_an_exception_class_with_an_acronym_is_still_an_exception_line():
+    # OLMoConfigurationError, OSError: a closing line whose class name starts with capitals
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/home/me/OLMo/scripts/train.py", line 159, in main',
+        '    raise MYLabError("the run has no data")',
+        "mylab.errors.MYLabError: the run has no data",
+    ]
+    assert classify_lines(lines).category is C.USER_CODE_ERROR
 
 
 def test_a_library_raise_is_not_the_jobs_own_code():
