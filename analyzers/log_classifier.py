@@ -210,9 +210,15 @@ _HOST_LABEL_RE = re.compile(
 )
 
 
+#: A terminal colour or cursor sequence (gcc's and rich's coloured output, kept in a log file).
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def classify_line(text: str) -> LineMatch | None:
     """The strongest signature on one line, with the rank/node/GPU the line itself prints. A line
     that matches nothing is read again without a launcher's host or task label in front."""
+    if "\x1b" in text:
+        text = _ANSI_RE.sub("", text)
     found = set(KEYWORDS_RE.findall(text.lower()))
     if not found or " NCCL INFO " in text:
         return None  # NCCL INFO lines report normal set-up, even "cannot open shared object"
@@ -513,6 +519,8 @@ class LogClassifier:
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
         text = text.rstrip("\r\n")
+        if "\x1b" in text:  # a compiler's or a logger's colours: the words are what is read
+            text = _ANSI_RE.sub("", text)
         self._note_context(text)
         closed = self._tracebacks.read(text)
         if "%|" in text or "% |" in text:  # a progress bar's

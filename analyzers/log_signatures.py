@@ -1086,8 +1086,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "launcher-ssh-refused",
         _C.RENDEZVOUS_ERROR,
-        "permission denied (publickey",
-        r"Permission denied \(publickey",
+        "permission denied (publickey|host key verification failed",
+        r"Permission denied \(publickey|^Host key verification failed\.",
         0.75,
         "the launcher could not log in to the other nodes over ssh",
     ),
@@ -1778,6 +1778,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # NumPy 2 under a module built for NumPy 1: fatal where the import fails, only a warning
     # where torch catches it ("Failed to initialize NumPy"), so the failure's own line decides
+    # the error a module built for NumPy 1.x raises when it meets NumPy 2
+    _s(
+        "numpy-abi-error",
+        _C.ENVIRONMENT_ERROR,
+        "_array_api not found",
+        r"(?:AttributeError|ImportError): _ARRAY_API not found",
+        0.8,
+        "a module built for NumPy 1.x cannot load under NumPy 2",
+    ),
     _s(
         "numpy-abi-warning",
         _C.ENVIRONMENT_ERROR,
@@ -2045,8 +2054,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "module-not-found",
         _C.ENVIRONMENT_ERROR,
-        "modulenotfounderror",
-        r"ModuleNotFoundError: No module named",
+        "modulenotfounderror|no module named",
+        # and the interpreter's own refusal of `python -m pkg` (a build step's `-m pybind11`)
+        r"ModuleNotFoundError: No module named|^\S*python[\d.]*: No module named \S",
         0.7,
         "a Python package is missing",
     ),

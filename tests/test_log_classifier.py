@@ -3583,6 +3583,16 @@ _ROUND_47 = [
     ),
     (["192.168.205.202: [rank15]: binascii.Error: Incorrect padding"], C.USER_CODE_ERROR),
     (["wandb:       val_loss nan"], C.NUMERICAL_INSTABILITY),
+    # a compiler's coloured output, kept in the log with its escape sequences
+    (
+        [
+            "\x1b[01m\x1b[Khelpers.cpp:10:10:\x1b[m\x1b[K \x1b[01;31m\x1b[Kfatal error: \x1b[m\x1b[Kpybind11/pybind11.h: No such file or directory"
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    (["/opt/env/bin/python3: No module named pybind11"], C.ENVIRONMENT_ERROR),
+    (["Host key verification failed."], C.RENDEZVOUS_ERROR),
+    (["AttributeError: _ARRAY_API not found"], C.ENVIRONMENT_ERROR),
     (["wandb:       val_loss 0.4213"], C.UNKNOWN),
     (
         [
