@@ -198,6 +198,21 @@ def test_a_user_exception_fails_fast_with_its_rank(tmp_path, fault, hooks, said)
     assert said in attempt["verdict"]["summary"]
 
 
+def test_a_rank_stuck_before_the_first_step_is_found_when_a_startup_timeout_is_given(tmp_path):
+    # rank 1 sleeps before its first forward pass; its peer waits in DDP's first all-reduce.
+    # Unset, no hang is declared before the first step (a rank 0 downloading looks the same);
+    # given, the auto-instrumented attempt is stopped and the sleeping rank named, not its node
+    rc, report = run_job(
+        tmp_path, "ddp_train.py", "--startup-timeout", "8", "--max-restarts", "0", fault=("hang", 1, 0)
+    )
+    assert rc == 1
+    first = report["attempts"][0]
+    assert first["outcome"] == "hung", first
+    verdict = first["verdict"]
+    assert verdict["category"] == "collective_timeout" and verdict["culprit"]["rank"] == 1, verdict
+    assert verdict["culprit"]["node"] is None  # a sleep in the job's own code blames no node
+
+
 def test_a_loss_that_stays_nan_is_stopped_and_not_reported_completed(tmp_path):
     # the weights go NaN at step 4 and the script trains on: the supervisor stops the attempt
     # (every step after is wasted), says numerical_instability, and rolls back; the script

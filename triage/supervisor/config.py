@@ -44,10 +44,10 @@ class SupervisorConfig:
             "help": "seconds an attempt may take to its first stored step before it counts as hung. "
             "Unset, 300 s where steps are known to come (the script's own TrainingMonitor, or an "
             "earlier attempt of the run that stepped) and no limit otherwise: a job that reports "
-            "no steps is never stopped for the lack of them. Given, it applies to every attempt, "
-            "also under auto-instrumentation (its steps come once the loop steps a torch "
-            "optimizer): a rank stuck before its first step (a start-up barrier one rank never "
-            "reaches) is then found",
+            "no steps is never stopped for the lack of them. Given, it applies to every attempt whose "
+            "ranks report through hooks, auto-instrumentation too (its steps come once the loop "
+            "steps a torch optimizer): a rank stuck before its first step (a start-up barrier one "
+            "rank never reaches) is then found; a job with no hooks at all is never stopped for it",
             "metavar": "S",
         },
     )

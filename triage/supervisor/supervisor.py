@@ -332,7 +332,7 @@ class Supervisor:
         history: list[AttemptResult] = []
         attempt = self.first_attempt
         while True:
-            result, report, verdict = self._attempt(attempt, plan, agents)
+            result, report, verdict = self._attempt(attempt, plan, agents, history[-1] if history else None)
             history.append(result)
             nodes = self.nodes or self._job_nodes(self._diagnosis)
             decision = decide(
@@ -546,8 +546,10 @@ class Supervisor:
         return env
 
     def _attempt(
-        self, attempt: int, plan: Plan, agents: Agents
+        self, attempt: int, plan: Plan, agents: Agents, previous: AttemptResult | None = None
     ) -> tuple[AttemptResult, AttemptReport, Verdict | None]:
+        """One attempt, watched, stopped where it fails, diagnosed; `previous`: the run's attempt
+        before it (a restart after a NaN loss that finds no step left has not succeeded)."""
         report = AttemptReport(
             attempt,
             time.time(),
@@ -672,9 +674,17 @@ class Supervisor:
             if corruption_verdict(analysis, attempt) is not None:
                 outcome, detection = Status.FAILED, "corruption"
                 report.outcome, report.detection = outcome, detection
-        if outcome == Status.COMPLETED and progress.nonfinite_loss_steps >= NONFINITE_LOSS_STEPS:
-            # it ended before the watch looked again, on a loss that had stayed NaN: the model
-            # it leaves is no result
+        if outcome == Status.COMPLETED and (
+            progress.nonfinite_loss_steps >= NONFINITE_LOSS_STEPS
+            or (
+                previous is not None
+                and previous.category is Category.NUMERICAL_INSTABILITY
+                and progress.last_step is None
+            )
+        ):
+            # it ended before the watch looked again on a loss that had stayed NaN, or it
+            # resumed after one with no step left to train (its script's checkpoint was saved
+            # after the loss went NaN): the model it leaves is no result
             outcome, detection = Status.FAILED, "nonfinite_loss"
             report.outcome, report.detection = outcome, detection
         if outcome != Status.COMPLETED:
@@ -712,13 +722,14 @@ class Supervisor:
             if detection == "nonfinite_loss" and (
                 verdict is None or verdict.category is not Category.NUMERICAL_INSTABILITY
             ):
-                verdict = Verdict(
-                    Category.NUMERICAL_INSTABILITY,
-                    0.8,
+                summary = (
                     f"the loss came out NaN/Inf on {progress.nonfinite_loss_steps} steps in a row from "
-                    f"step {progress.failed_step} and never recovered",
-                    first_seen=report.detected_at,
+                    f"step {progress.failed_step} and never recovered"
+                    if progress.nonfinite_loss_steps
+                    else "the restart after a loss gone NaN had no step left to train: the script "
+                    "resumed from a checkpoint saved after it (one from before the bad step is needed)"
                 )
+                verdict = Verdict(Category.NUMERICAL_INSTABILITY, 0.8, summary, first_seen=report.detected_at)
             if verdict is None and outcome == Status.HUNG:
                 verdict = Verdict(
                     Category.COLLECTIVE_TIMEOUT,
@@ -1128,7 +1139,8 @@ class Supervisor:
         of its own, no earlier attempt of this run that stepped), which must never be stopped
         for the lack of a signal it does not give."""
         if progress.last_step is None:
-            if self.cfg.startup_timeout is not None:  # the user's word that steps will come
+            if self.cfg.startup_timeout is not None and progress.hooks:
+                # the user's word that steps will come, where hooks can report them
                 return self.cfg.startup_timeout
             if "explicit" in progress.hooks or self._stepped:
                 return DEFAULT_STARTUP_TIMEOUT_S
