@@ -182,6 +182,22 @@ class TrainConfig:
         specs = self.inject_specs()
         if any(s.kind == "data_error" for s in specs) and self.num_workers < 1:
             raise ConfigError("--inject data_error needs --num-workers >= 1 (it kills a worker)")
+        for s in specs:
+            # a drill whose fault can never fire would pass as a run Triage saw nothing wrong in
+            if s.kind != "sigterm" and s.rank >= self.world_size:
+                raise ConfigError(
+                    f"--inject {s.text!r}: rank {s.rank} is outside the job's {self.world_size} ranks "
+                    f"(0..{self.world_size - 1})"
+                )
+            if s.step > self.steps:
+                raise ConfigError(
+                    f"--inject {s.text!r}: step {s.step} comes after --steps {self.steps}: it would never fire"
+                )
+            if s.gpu is not None and s.gpu >= self.nproc_per_node:
+                raise ConfigError(
+                    f"--inject {s.text!r}: no rank uses GPU {s.gpu} (each node's ranks use GPUs "
+                    f"0..{self.nproc_per_node - 1})"
+                )
         self.job_id = (
             self.job_id or os.environ.get(ENV_JOB_ID) or time.strftime("train-%Y%m%d-%H%M%S", time.gmtime())
         )

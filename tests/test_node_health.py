@@ -7,6 +7,7 @@ processes (tests/test_fleet_history.py runs jobs). Culprit nodes and GPUs vary.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import subprocess
@@ -460,9 +461,13 @@ def test_the_demo_returns_its_own_simulated_nodes_to_service_first(tmp_path):
     from triage.supervisor.scenarios import SCENARIOS
 
     append_fault(tmp_path, GpuFault(time=NOW - 10, node="node1", gpu=1, kind="xid", xid=79))
-    record_health(tmp_path, [_q("node1", 1, NOW), _q("node7", 0, NOW)])
+    demo = dataclasses.replace(_q("node1", 1, NOW), job_id="demo-gpu-lost-20261207-101010")
+    drill = dataclasses.replace(_q("node0", 0, NOW), job_id="drill-7")
+    record_health(tmp_path, [demo, drill, _q("node7", 0, NOW)])
     lines = _return_demo_nodes(tmp_path, SCENARIOS["gpu-lost"].train_command())
-    assert len(lines) == 1 and lines[0].startswith("node1 was quarantined by an earlier run")
-    assert list(quarantined_nodes(tmp_path)) == ["node7"]  # not one of the demo's nodes
+    assert len(lines) == 2 and lines[1].startswith("node1 was quarantined by an earlier demo")
+    # a quarantine another job made on a node named like the demo's is a person's to undo
+    assert lines[0].startswith("node0 is quarantined by job(s) drill-7, not by a demo")
+    assert sorted(quarantined_nodes(tmp_path)) == ["node0", "node7"]
     assert read_ledger(tmp_path)[-1].by == "triage demo"
     assert read_faults(tmp_path, "node1")[0][-1].kind == "reset"

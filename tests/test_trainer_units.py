@@ -186,6 +186,10 @@ def test_summary_from_progress_records():
         (["--steps", "0"], "--steps must be >= 1"),
         (["--inject", "meltdown@step=1"], "unknown kind"),
         (["--inject", "data_error@step=1", "--num-workers", "0"], "num-workers"),
+        # faults that could never fire: a drill that passes for a clean run
+        (["--nnodes", "1", "--inject", "ecc@step=4,rank=9"], "rank 9 is outside the job's 2 ranks"),
+        (["--steps", "3", "--inject", "ecc@step=99"], "step 99 comes after --steps 3"),
+        (["--inject", "ecc@step=4,gpu=12"], "no rank uses GPU 12"),
         (["--node-rank", "1"], "--rdzv-endpoint"),
         (["--rdzv-endpoint", "nohost"], "HOST:PORT"),
     ],

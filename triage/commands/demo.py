@@ -104,6 +104,10 @@ def _live_view(job_id: str, scenario: str, state: LiveState | None, started: flo
     return table
 
 
+#: How a demo's job ids begin: the quarantines it may undo are the ones its own jobs made.
+DEMO_JOB_PREFIX = "demo-"
+
+
 def _return_demo_nodes(data_dir: Path, command: list[str]) -> list[str]:
     """An earlier demo in this data dir quarantined a simulated node (the GPU it lost): the
     demo's nodes are its own, so it returns them to service, as `triage nodes clear` would,
@@ -112,12 +116,25 @@ def _return_demo_nodes(data_dir: Path, command: list[str]) -> list[str]:
         return []
     lines = []
     for node in simulated_nodes(command):
-        if quarantined_nodes(data_dir).get(node):
-            ended, _ = return_to_service(data_dir, node, gpu=None, by="triage demo")
+        standing = quarantined_nodes(data_dir).get(node)
+        if not standing:
+            continue
+        others = sorted(
+            {e.job_id or "?" for e in standing if not (e.job_id or "").startswith(DEMO_JOB_PREFIX)}
+        )
+        if others:
+            # a quarantine no demo made (a drill or a real job named its nodes node0, node1):
+            # a person returns that hardware to service, not the demo
             lines.append(
-                f"{node} was quarantined by an earlier run ({ended[0].reason}); "
-                "the demo returns its simulated node to service first"
+                f"{node} is quarantined by job(s) {', '.join(others)}, not by a demo: the demo leaves "
+                f"it out (`triage nodes clear {node}` returns it; or give the demo another --data-dir)"
             )
+            continue
+        ended, _ = return_to_service(data_dir, node, gpu=None, by="triage demo")
+        lines.append(
+            f"{node} was quarantined by an earlier demo ({ended[0].reason}); "
+            "the demo returns its simulated node to service first"
+        )
     return lines
 
 
@@ -130,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if scenario is None:
         raise ConfigError(f"--scenario {args.scenario!r}: choose one of {', '.join(SCENARIOS)}")
     data_dir = data_dir_from_env(args.data_dir)
-    job_id = time.strftime(f"demo-{scenario.name}-%Y%m%d-%H%M%S", time.gmtime())
+    job_id = time.strftime(f"{DEMO_JOB_PREFIX}{scenario.name}-%Y%m%d-%H%M%S", time.gmtime())
     cfg = demo_supervisor_config(job_id, str(data_dir), echo_output=args.verbose and not args.json)
     returned = _return_demo_nodes(data_dir, scenario.train_command())
     started = time.time()

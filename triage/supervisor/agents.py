@@ -54,6 +54,22 @@ def simulated_nodes(command: Sequence[str]) -> list[str]:
     return [f"node{k}" for k in range(nnodes)]
 
 
+def simulated_gpus_per_node(command: Sequence[str]) -> int | None:
+    """The ranks per node of a local `triage train` (`--nproc-per-node N`), each on a GPU of
+    its own: the simulated GPUs its node's agent must have for a fault on any of them to be
+    seen; None where the command does not say."""
+    args = list(command)
+    if "train" not in args:
+        return None
+    for i, a in enumerate(args):
+        value = args[i + 1] if a == "--nproc-per-node" and i + 1 < len(args) else None
+        if a.startswith("--nproc-per-node="):
+            value = a.split("=", 1)[1]
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
 def agent_available() -> bool:
     return importlib.util.find_spec("triage.commands.agent") is not None
 

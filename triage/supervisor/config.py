@@ -114,7 +114,13 @@ class SupervisorConfig:
     agent_gpu: str = field(
         default="sim", metadata={"help": "--gpu of the agents started", "choices": AGENT_GPUS}
     )
-    sim_gpus: int = field(default=2, metadata={"help": "simulated GPUs per agent (--gpu sim)"})
+    sim_gpus: int = field(
+        default=2,
+        metadata={
+            "help": "simulated GPUs per agent (--gpu sim); for a local `triage train`, at least its "
+            "--nproc-per-node (every rank's GPU is sampled)"
+        },
+    )
     agent_interval: float = field(
         default=1.0, metadata={"help": "sampling and ingest interval of the agents started", "metavar": "S"}
     )

@@ -48,7 +48,7 @@ from triage.store.node_health import HealthEntry, quarantined_nodes
 from triage.store.schema import EVENT_RANK_EXIT, EVENT_SOURCE_SUPERVISOR
 from triage.store.writer import StoreError
 from triage.supervisor import slurm
-from triage.supervisor.agents import Agents, simulated_nodes
+from triage.supervisor.agents import Agents, simulated_gpus_per_node, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
 from triage.supervisor.identity import JobLock, new_run_id
@@ -206,7 +206,11 @@ class Supervisor:
                     self.agent_nodes,
                     self.data_dir,
                     gpu=self.cfg.agent_gpu,
-                    sim_gpus=self.cfg.sim_gpus,
+                    # one simulated GPU for every rank of a simulated node at least: a fault
+                    # injected on GPU 3 of a 4-rank node must land on a GPU the agent samples
+                    sim_gpus=max(self.cfg.sim_gpus, simulated_gpus_per_node(self.command) or 0)
+                    if self.nodes and self.slurm is None
+                    else self.cfg.sim_gpus,
                     interval_s=self.cfg.agent_interval,
                     place=None if self.slurm is None else slurm.agent_command,
                 )
