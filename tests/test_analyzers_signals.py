@@ -48,6 +48,21 @@ def test_straggler_on_a_throttled_gpu_becomes_throttling():
     assert a.status == "completed"
 
 
+def test_a_throttled_share_counts_only_the_runs_own_samples():
+    # the GPU ran cool for 290 s before this run (another job's samples, within the lead the
+    # store reads to recognise old evidence as old): its throttling in the run is still most
+    # of the run's samples, so the straggler stays the throttling's consequence
+    b = slow_rank_job()
+    for k in range(58):
+        b.gpu_sample("node1", 1, T0 - 290 + 5 * k, clock_event_reasons=0, temperature_celsius=40.0)
+    for k in range(20):  # throttled in 6 of the run's 20 samples: 30%, over the 20% it takes
+        b.gpu_sample(
+            "node1", 1, T0 + 10 * k, clock_event_reasons=0x40 if k > 13 else 0, temperature_celsius=91.0
+        )
+    a = analyze_job(b.load(), CFG)
+    assert [i.verdict.category for i in a.incidents] == [Category.GPU_THROTTLING]
+
+
 def test_sdc_canary_minority_is_the_culprit():
     b = JobBuilder().world(4)
     b.steps(0, range(30), T0 + 5)

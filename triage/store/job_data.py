@@ -26,6 +26,8 @@ DEFAULT_WINDOW_STEPS = 50
 #: on the run (the analyzers attribute evidence only within an attempt's window), but to
 #: recognise a condition it inherited (a GPU already lost when the run was placed on it).
 DEFAULT_MARGIN_S = 300.0
+#: The nodes' clocks may disagree by this much: a GPU sample this early is still the run's.
+START_SKEW_S = 5.0
 #: ... and this long after its last record: a fault's own records (an Xid, a lost GPU sample)
 #: can trail the last telemetry its ranks wrote; anything later belongs to whatever ran next.
 TAIL_S = 30.0
@@ -348,15 +350,18 @@ firsts AS (
          arg_min(nvlink_replay_errors_total, time) AS nvreplay0,
          arg_min(nvlink_recovery_errors_total, time) AS recovery0
   FROM s GROUP BY ALL)
-SELECT node, gpu, any_value(uuid) AS uuid, count(*) AS samples,
+SELECT node, gpu, any_value(uuid) AS uuid, count(*) FILTER (WHERE time >= $start) AS samples,
        min(time) AS first_sample_time, arg_min(gpu_up, time) AS up_at_first_sample,
        min(time) FILTER (WHERE NOT gpu_up) AS lost_time,
        max(time) FILTER (WHERE NOT gpu_up) AS last_lost_time,
-       count(*) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttled_samples,
-       bit_or(clock_event_reasons & {THROTTLE_MASK}) AS throttle_reasons,
-       min(time) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttle_first,
-       max(time) FILTER (WHERE (clock_event_reasons & {THROTTLE_MASK}) <> 0) AS throttle_last,
-       max(temperature_celsius) AS max_temperature_celsius,
+       count(*) FILTER (WHERE time >= $start AND (clock_event_reasons & {THROTTLE_MASK}) <> 0)
+         AS throttled_samples,
+       bit_or(clock_event_reasons & {THROTTLE_MASK}) FILTER (WHERE time >= $start) AS throttle_reasons,
+       min(time) FILTER (WHERE time >= $start AND (clock_event_reasons & {THROTTLE_MASK}) <> 0)
+         AS throttle_first,
+       max(time) FILTER (WHERE time >= $start AND (clock_event_reasons & {THROTTLE_MASK}) <> 0)
+         AS throttle_last,
+       max(temperature_celsius) FILTER (WHERE time >= $start) AS max_temperature_celsius,
        any_value(temperature_slowdown_celsius) AS slowdown_celsius,
        max(ecc_uncorrected_volatile) AS ecc_uncorrected,
        min(time) FILTER (WHERE ecc_uncorrected_volatile > 0) AS ecc_first,
@@ -591,6 +596,9 @@ def load_job(
         [ranks["start_time"], events["time"], heartbeats["time"], rank_steps["last_end"]]
     ).dropna()
     params["t0"] = float(times.min()) - margin_s if not times.empty else 0.0
+    # how much of its time a GPU ran throttled is the run's own share: samples from before it
+    # (another job's heat on the node) would dilute or inflate it
+    params["start"] = float(times.min()) - START_SKEW_S if not times.empty else 0.0
     params["t1"] = float(times.max()) + TAIL_S if not times.empty else 0.0
     params["waited"] = sorted(str(g) for g in heartbeats["inflight_group"].dropna().unique())
     return JobData(
