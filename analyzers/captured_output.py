@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+from collections.abc import Set as AbstractSet
 
 import pandas as pd
 
@@ -71,8 +72,15 @@ def _first_failure(row: pd.Series, detail: dict[str, object], raised: set[int]) 
 
 
 def signalled_rank_findings(
-    job: JobData, attempt: int, events: pd.DataFrame, raised: set[int]
+    job: JobData,
+    attempt: int,
+    events: pd.DataFrame,
+    raised: set[int],
+    printed: AbstractSet[int] = frozenset(),
 ) -> list[Finding]:
+    """Ranks the launcher saw die of a signal first, with no exception of their own. A rank
+    that printed a cause is explained by it where it crashed (SIGABRT after gloo's
+    EnforceNotMet), not where it was killed: a SIGKILL comes from outside whatever it printed."""
     findings = []
     exits = events[events["kind"] == EVENT_RANK_EXIT]
     # what the launcher reported afterwards for a rank the supervisor saw vanish first (which
@@ -92,6 +100,8 @@ def signalled_rank_findings(
             sig = late if late is not None and late not in _STOP_SIGNALS else "a signal"
         rank = _first_failure(row, d, raised)
         if rank is None or not isinstance(sig, str) or sig in _STOP_SIGNALS:
+            continue
+        if rank in printed and sig != "SIGKILL":
             continue
         culprit = _culprit(job, attempt, rank, row["node"])
         t = _last_sign_of_life(job, attempt, rank, float(row["time"]))
@@ -244,8 +254,8 @@ def captured_output_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]
         a = int(attempt)
         raised = set(ev.loc[(ev["attempt"] == a) & (ev["kind"] == "exception"), "rank"].dropna().astype(int))
         hooked = bool(((ev["attempt"] == a) & (ev["kind"] == "process_start")).any())
-        explained = raised | _ranks_that_printed_a_cause(events)
-        findings += signalled_rank_findings(job, a, events, explained)
-        findings += self_ended_rank_findings(job, a, events, explained)
+        printed = _ranks_that_printed_a_cause(events)
+        findings += signalled_rank_findings(job, a, events, raised, printed)
+        findings += self_ended_rank_findings(job, a, events, raised | printed)
         findings += log_line_findings(job, a, events, raised, hooked=hooked)
     return findings

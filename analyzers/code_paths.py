@@ -11,8 +11,10 @@ import re
 _LIBRARY_PATH_RE = re.compile(
     r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d|^<frozen |[/\\]trainer_hooks[/\\]"
     # a path a thread shortened (`.../torch/distributed/distributed_c10d.py`) still names the
-    # library it is in
+    # library it is in, as does a source checkout's (`/opt/ds/deepspeed/runtime/engine.py`); a
+    # clone's `examples/` or `scripts/` (`/workspace/transformers/examples/...`) is the user's
     r"|[/\\](?:torch|deepspeed|transformers|accelerate|lightning|pytorch_lightning|numpy|jax|tensorflow)[/\\]"
+    r"(?!examples[/\\]|scripts[/\\]|tests?[/\\])"
 )
 #: The reference trainer's fault injector: its frames stand for the hardware it simulates (a
 #: stuck kernel, a lost GPU), not for code a user wrote.
@@ -26,11 +28,23 @@ def is_library_path(path: str) -> bool:
     return bool(_LIBRARY_PATH_RE.search(path))
 
 
-def dump_frame_in_job_code(frame: str) -> bool:
-    """Whether a stack dump's frame (`path:line in function: code`) is in the job's own code: a
-    sleep, a loop or a wait the script itself wrote, not a library call or a simulated fault."""
+#: The code of a frame that waits because the script said so: a sleep, a prompt, a loop of its
+#: own, a thread or lock it waits on. Not a sync point (`.item()`, `.cpu()`, `synchronize`, a
+#: collective's `.wait()`, a file read): the GPU, a peer or the storage may be what is stuck.
+_SCRIPTED_WAIT_RE = re.compile(r"\bsleep\(|\binput\(|^\s*(?:while|for)\b|\.join\(|\.acquire\(|^\s*pass\s*$")
+
+
+def dump_frame_waits_in_job_code(frame: str) -> bool:
+    """Whether a stack dump's frame (`path:line in function: code`) is a wait the job's own code
+    wrote (a sleep, a loop of its own, a join): not a library call, a simulated fault, nor a sync
+    point where the GPU, a peer or the storage may be what never answers."""
     m = _DUMP_FRAME_RE.match(frame)
     if m is None:
         return False
     path = m.group(1)
-    return not is_library_path(path) and not _SIMULATED_FAULT_RE.search(path)
+    code = frame.split(": ", 1)[1] if ": " in frame else ""
+    return (
+        not is_library_path(path)
+        and not _SIMULATED_FAULT_RE.search(path)
+        and bool(_SCRIPTED_WAIT_RE.search(code))
+    )

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from triage.analyzers.code_paths import dump_frame_in_job_code
+from triage.analyzers.code_paths import dump_frame_waits_in_job_code
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, rank_culprit, ranks_phrase, where
 from triage.store.job_data import JobData
@@ -132,7 +132,7 @@ def _group_finding(
     frame = _main_frame(dumps.get(first, {}))
     if frame:
         what += f"; rank {first}'s main thread is at {frame}"
-        if dump_frame_in_job_code(frame):
+        if dump_frame_waits_in_job_code(frame):
             # a sleep, a loop or a wait the script wrote: the code holds the others up, and the
             # node it ran on is not to blame (no exclusion, no quarantine)
             culprit = Culprit(rank=culprit.rank)

@@ -123,6 +123,7 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     since = float(waiters["inflight_since"].min())
     lc = job.last_collectives
     members = lc[(lc["attempt"] == attempt) & (lc["group"] == group)].set_index("rank")
+    absent: list[int] = []
     if group == WORLD_GROUP:
         # every rank of the attempt is of the world group; one that has entered none of its
         # collectives yet has no row (a start-up barrier its peers wait at, never reached)
@@ -191,6 +192,12 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     size = max(len(members), len(st.index)) if group == WORLD_GROUP else len(members)
     if culprits and len(left) < len(culprits) and len(culprits) * 2 < size:
         culprit = ranks_culprit(job, attempt, culprits)
+        confidence = 0.85
+        if not (set(culprits) - set(absent)) and job.rank_steps[job.rank_steps["attempt"] == attempt].empty:
+            # before any step, ranks that reached no collective may be preparing on purpose (rank 0
+            # downloading while the others wait, `main_process_first`): named, their node not
+            # blamed, and less sure than a rank that stopped between collectives
+            culprit, confidence = Culprit(rank=culprits[0]), 0.55
         summary = (
             f"{ranks_phrase(waiter_ranks)} hung in {op} #{seq} (group {group}) for "
             f"{waited_s:.0f} s from {clock(since)}, waiting for {where(culprit, culprits)},"
@@ -198,7 +205,7 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
         )
         return Finding(
             attempt,
-            Verdict(Category.COLLECTIVE_TIMEOUT, 0.85, summary, culprit, since, evidence, consequences),
+            Verdict(Category.COLLECTIVE_TIMEOUT, confidence, summary, culprit, since, evidence, consequences),
             fatal=True,
             ranks=tuple(culprits + waiter_ranks),
         )

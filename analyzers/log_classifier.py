@@ -383,6 +383,13 @@ class TracebackEnd:
     frame: tuple[str, ...] = ()
 
 
+#: Words in a RuntimeError that say the operator failed for the GPU, the driver, a peer or the
+#: host rather than for what the code gave it: not the code's bug, whatever line called it.
+_NOT_THE_CODES_RE = re.compile(
+    r"cuda|cudnn|cublas|nccl|nvml|driver|communicator|process ?group|store|socket|mmap|shared memory"
+    r"|numpy is not available|internal assert|unknown exception|gloo|connection|timed? ?out",
+    re.IGNORECASE,
+)
 #: A Python exception's closing line: `RuntimeError: ...`, `mypkg.ConfigError: ...`, a bare
 #: `Exception`; not a log level (`ERROR: ...`), which is no exception name
 _EXCEPTION_LINE_RE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*?)?(?:Error|Exception)\b(?::\s*\S|\s*$)")
@@ -397,7 +404,14 @@ def own_code_exception(end: TracebackEnd | None, text: str, match: LineMatch | N
     return (
         end is not None
         and end.own_code
-        and (end.raised or (match is not None and match.signature == "generic-runtime-error"))
+        and (
+            end.raised
+            or (
+                match is not None
+                and match.signature == "generic-runtime-error"
+                and not _NOT_THE_CODES_RE.search(text)
+            )
+        )
         and end.context is None
         and (match is None or match.signature in _UNSPECIFIC)
         and bool(_EXCEPTION_LINE_RE.match(_PREFIX_RE.sub("", text, count=1)))
@@ -510,6 +524,8 @@ class LogClassifier:
         # collective timed out: peers that waited past the timeout for a rank still tokenizing
         self._preparing: _Hit | None = None
         self._preparing_at_timeout: _Hit | None = None
+        # a C++ exception was thrown before an abort (c10d ending the process for an error)
+        self._threw_before_abort = False
         self._timed_out = False
         self._traceback_ranks: set[int] = set()  # prefixes on traceback lines (two are enough)
         self._loss = LossTrend(max_series=MAX_DISTINCT)
@@ -519,6 +535,8 @@ class LogClassifier:
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
         text = text.rstrip("\r\n")
+        if "terminate called after throwing" in text or "taking the entire process down" in text:
+            self._threw_before_abort = True
         if "\x1b" in text:  # a compiler's or a logger's colours: the words are what is read
             text = _ANSI_RE.sub("", text)
         self._note_context(text)
@@ -726,7 +744,7 @@ class LogClassifier:
             rank, code = failure
         else:
             return None
-        if code is not None and -code in _CRASH_SIGNALS and not any(h.match.rank == rank for h in self._hits):
+        if code is not None and -code in _CRASH_SIGNALS and not self._abort_explained(rank):
             # a crash in native code (an abort, a segfault) that printed nothing of its own: that
             # rank is where to look, its peers' resets and timeouts its consequences; no family
             # says why it crashed (a watchdog's own abort prints its timeout first, and is read
@@ -759,6 +777,21 @@ class LogClassifier:
                 f"rank {rank} exited with code {code} on its own (no signal) before its peers lost it",
                 rank=rank,
             ),
+        )
+
+    def _abort_explained(self, rank: int) -> bool:
+        """Whether a rank's SIGABRT/SIGSEGV is more than a crash of its own: it printed something
+        itself, a C++ exception was thrown first (c10d takes the process down for a peer's error),
+        ranks timed out waiting for it (a timeout names it), or a communication error the log
+        gives no rank to may be its own."""
+        return (
+            self._threw_before_abort
+            or self._timeout_culprit() is not None
+            or any(
+                h.match.rank == rank
+                or (h.match.rank is None and h.match.category.layer is Layer.COMMUNICATION)
+                for h in self._hits
+            )
         )
 
     def _timeout_culprit(self) -> int | None:

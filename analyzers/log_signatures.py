@@ -163,17 +163,26 @@ SIGNATURES: tuple[Signature, ...] = (
         "fabric-manager-down",
         _C.NVLINK_ERROR,
         "fabric manager|fabricmanager",
-        r"[Ff]abric ?[Mm]anager (?:is |was )?not (?:running|started|active)"
-        r"|nvidia-fabricmanager\.service: (?:Failed with result|Main process exited, code=exited, status=[1-9])",
+        r"[Ff]abric ?[Mm]anager (?:is |was )?not (?:running|started|active)",
         0.7,
         "the NVSwitch Fabric Manager is not running",
+    ),
+    # its service failing: for the fabric, or for a version that does not fit the driver (said
+    # on the lines before, which then win)
+    _s(
+        "fabric-manager-service-failed",
+        _C.NVLINK_ERROR,
+        "fabricmanager",
+        r"nvidia-fabricmanager\.service: (?:Failed with result|Main process exited, code=exited, status=[1-9])",
+        0.6,
+        "the NVSwitch Fabric Manager's service failed",
     ),
     _s(
         "fabric-manager-version-mismatch",
         _C.ENVIRONMENT_ERROR,
         "fabric manager|fabricmanager",
-        r"[Ff]abric ?[Mm]anager.{0,60}(?:version.{0,40}(?:does not match|mismatch|incompatible)"
-        r"|(?:does not match|mismatch).{0,40}driver version)",
+        r"[Ff]abric ?[Mm]anager.{0,80}(?:version.{0,60}(?:(?:does not|doesn'?t|don'?t|do not) match|mismatch|incompatible)"
+        r"|(?:(?:does not|doesn'?t|don'?t|do not) match|mismatch).{0,40}driver version)",
         0.75,
         "the Fabric Manager's version does not match the GPU driver's",
     ),
@@ -453,7 +462,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "dask-yarn-memory-kill",
         _C.HOST_OOM,
         "memory budget|exceeding memory limits",
-        r"Worker exceeded \d+% memory budget\. Restarting|Container killed by YARN for exceeding (?:physical )?memory limits",
+        r"Worker(?: \S+(?: \(pid=\d+\))?)? exceeded \d+% memory budget\. Restarting"
+        r"|Container killed by YARN for exceeding (?:physical )?memory limits",
         0.8,
         "a worker was killed over its memory limit (Dask's nanny, YARN)",
     ),
@@ -742,7 +752,9 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NODE_FAILURE,
         "hard lockup",
         r"Watchdog detected hard LOCKUP on cpu",
-        0.75,
+        # lived through where hardlockup_panic is off (the default), and seen spuriously on VMs:
+        # weak, any named failure after it wins
+        0.55,
         "a host CPU locked up hard (the NMI watchdog)",
     ),
     # the host's own hardware failing: an uncorrected machine check or DIMM error takes the node
@@ -990,6 +1002,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|The following tasks are unhealthy \(stopped sending heartbeats\)",
         0.55,
         "JAX's coordination service stopped hearing from a process (it or its host died)",
+        symptom=True,
     ),
     _s(
         "jax-coordination-connect",
@@ -1157,7 +1170,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "mlx5",
         # the ConnectX driver's health poll: firmware asserted, the device stopped answering PCI
         # reads, recovery gave up; every queue pair on the adapter is gone
-        r"mlx5_core\b.*(?:health compromised|Driver is in error state|fw_fatal_reporter_err"
+        r"mlx5_core\b.{0,300}?(?:health compromised|Driver is in error state|fw_fatal_reporter_err"
         r"|health recovery flow aborted|device's health compromised)",
         0.8,
         "the InfiniBand/RoCE adapter's firmware failed (mlx5 health)",
@@ -1786,6 +1799,17 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?:AttributeError|ImportError): _ARRAY_API not found",
         0.8,
         "a module built for NumPy 1.x cannot load under NumPy 2",
+        # printed before the ImportError, which an optional import catches and goes on
+        symptom=True,
+    ),
+    # protobuf 4+ without the API an older generated module (TensorFlow's, ONNX's) calls
+    _s(
+        "protobuf-api-mismatch",
+        _C.ENVIRONMENT_ERROR,
+        "getprototype",
+        r"'MessageFactory' object has no attribute 'GetPrototype'",
+        0.75,
+        "protobuf is newer than a module built against it",
     ),
     _s(
         "numpy-abi-warning",
@@ -1881,6 +1905,17 @@ SIGNATURES: tuple[Signature, ...] = (
     # JAX's CUDA backend that cannot start on this machine: no GPU visible to it, a cuDNN older
     # than it was built against, its DNN library failing at start-up
     # XLA's NCCL calls on a machine whose NCCL library it cannot load
+    # a warning JAX falls back to the CPU on, and a DNN start-up failure that is often GPU memory
+    # another process took: weak, a raised error is stronger
+    _s(
+        "jax-cuda-backend-warning",
+        _C.ENVIRONMENT_ERROR,
+        "cuda backend failed to initialize|dnn library initialization failed",
+        r"CUDA backend failed to initialize|DNN library initialization failed",
+        0.55,
+        "JAX's CUDA backend could not start (a cuDNN older than it was built for, or memory taken)",
+        symptom=True,
+    ),
     _s(
         "xla-nccl-not-loaded",
         _C.ENVIRONMENT_ERROR,
@@ -1905,8 +1940,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "jax-cuda-backend-failed",
         _C.ENVIRONMENT_ERROR,
         "initialize backend 'cuda'|cuda backend failed to initialize|dnn library initialization failed",
-        r"Unable to initialize backend 'cuda'|CUDA backend failed to initialize"
-        r"|DNN library initialization failed",
+        # raised, not JAX's informational "Unable to initialize backend" on every CPU/TPU host
+        r"RuntimeError: Unable to initialize backend 'cuda'",
         0.75,
         "JAX's CUDA backend could not start (no visible GPU, a cuDNN older than it was built for)",
     ),
@@ -2122,7 +2157,8 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.USER_CODE_ERROR,
         "incorrect padding",
         r"binascii\.Error: Incorrect padding",
-        0.6,
+        # any bad base64 raises it (a dataset's image field too): weak
+        0.5,
         "the DeepSpeed config was not found (a path missing on this node, read as base64)",
     ),
     # an argument parser refusing the launch's arguments: the command line, on every run
@@ -2354,6 +2390,14 @@ SIGNATURES: tuple[Signature, ...] = (
         0.55,
         "TensorFlow could not allocate GPU memory",
     ),
+    _s(
+        "tf-oom-allocating-cpu",
+        _C.HOST_OOM,
+        "oom when allocating",
+        r"\bOOM when allocating tensor\b.*device:CPU",
+        0.75,
+        "TensorFlow ran out of host memory allocating a tensor",
+    ),
     # TensorFlow's allocator refusing a tensor on a GPU (on the CPU it is the host's memory)
     _s(
         "tf-oom-allocating",
@@ -2439,7 +2483,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "distribution-invalid-values",
         _C.NUMERICAL_INSTABILITY,
         "invalid values",
-        r"Expected parameter \w+ .{0,200}to satisfy the constraint \w+\(.{0,40}\), but found invalid values",
+        # Real() is what a NaN breaks; GreaterThan or Simplex are more often a missing softplus or
+        # logits passed as probabilities (the code's)
+        r"Expected parameter \w+ .{0,200}to satisfy the constraint (?:Independent\w*\()?Real\(\).{0,40}, but found invalid values",
         0.75,
         "a distribution's parameters became NaN (the model's outputs went non-finite)",
     ),
@@ -2448,7 +2494,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "grad-scale-collapsed",
         _C.NUMERICAL_INSTABILITY,
         "grad scale|grad_scale",
-        r"Grad scale is small: \d(?:\.\d+)?e-(?:0[5-9]|[1-9]\d)\b|grad_scale is too small, exiting",
+        r"Grad scale is small: \d(?:\.\d+)?e-(?:0[6-9]|[1-9]\d)\b|grad_scale is too small, exiting",
         0.8,
         "the fp16 grad scale collapsed: every step overflows",
     ),
@@ -2487,7 +2533,8 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NUMERICAL_INSTABILITY,
         "normal expects",
         r"normal expects all elements of std >= 0\.0",
-        0.75,
+        # a NaN std, or a negative one the code computed: weak
+        0.55,
         "a sampled distribution's standard deviation became NaN (the model's outputs went non-finite)",
     ),
     # TensorFlow's check_numerics and its summary writer meeting a NaN
@@ -2503,8 +2550,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "tf-nan-check",
         _C.NUMERICAL_INSTABILITY,
-        "nan in summary|had nan values|had inf values",
-        r"Nan in summary histogram for|\bTensor had (?:NaN|Inf) values",
+        "nan in summary|had nan values|had inf values|had inf and nan",
+        r"Nan in summary histogram for|\bTensor had (?:Inf and NaN|NaN|Inf) values",
         0.8,
         "a tensor became NaN or Inf (TensorFlow's numeric check)",
     ),
@@ -2580,7 +2627,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?!\s*[:=]\s*(?:false|0|none)\b)"
         r"|(?<![\w-])(?:xent|ppl|perplexity|nll)\s*[:=]\s*[-+]?(?:nan|inf)\b"
         # W&B's run summary at the end: "wandb:       val_loss nan"
-        r"|^wandb:\s+\w*loss\w*\s+[-+]?(?:nan|inf)\s*$"
+        r"|^wandb:\s+(?!\w*(?:best|min|max|lowest|prev|init|scale))\w*loss\w*\s+[-+]?(?:nan|inf)\s*$"
         # Marian's progress line: "Cost nan : Time ..."
         r"|\bCost nan\b",
         0.85,
@@ -2714,9 +2761,19 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.USER_CODE_ERROR,
         "assert",
         # glibc's newer form quotes the expression 'thus' (a host-side assert in an extension)
-        r"device-side assert triggered|Assertion `[^`]+` failed|: Assertion '[^']+' failed\.",
+        r"device-side assert triggered|Assertion `[^`]+` failed",
         0.85,
         "a device-side assert (bad index or label in the training code)",
+    ),
+    # glibc's newer quoted form of a host-side assert in an extension or a compiler (Triton's
+    # MLIR passes too): a bug in code, not always the job's own; weaker than a device assert
+    _s(
+        "host-assert",
+        _C.USER_CODE_ERROR,
+        "assertion '",
+        r": Assertion '[^']+' failed\.",
+        0.6,
+        "an assertion in native code failed",
     ),
     # NCCL refusing a call it was given wrong (two ranks on one GPU, counts that differ across
     # ranks, a communicator used after its abort); its own warning, when printed, is stronger
@@ -2900,7 +2957,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "sagemaker-script-exception",
         _C.USER_CODE_ERROR,
         "algorithmerror",
-        r"AlgorithmError: .*Traceback \(most recent call last\):.*\b(?:KeyError|IndexError|ValueError|TypeError"
+        r"AlgorithmError: .{0,2000}?Traceback \(most recent call last\):.{0,4000}?\b(?:KeyError|IndexError|ValueError|TypeError"
         r"|AttributeError|NameError|AssertionError|ZeroDivisionError|NotImplementedError|FileNotFoundError"
         r"|UnboundLocalError|SyntaxError|IsADirectoryError|FileExistsError): \S",
         0.7,
@@ -2915,6 +2972,49 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|UnboundLocalError|SyntaxError|IsADirectoryError|FileExistsError)\b:\s*\S",
         0.7,
         "a Python exception in the training code",
+    ),
+    # failures a RuntimeError names that are not the code's: the GPU's driver, the host's memory,
+    # NumPy's ABI, a communicator aborted for a peer
+    _s(
+        "nvml-caching-allocator-assert",
+        _C.CUDA_ERROR,
+        "nvml_success",
+        r"NVML_SUCCESS == r INTERNAL ASSERT FAILED",
+        0.6,
+        "the CUDA caching allocator could not query the GPU through NVML (the driver or the GPU)",
+    ),
+    _s(
+        "cuda-driver-error",
+        _C.CUDA_ERROR,
+        "cuda driver error",
+        r"CUDA driver error: (?!out of memory)\w",
+        0.5,
+        "a CUDA driver call failed",
+    ),
+    _s(
+        "numpy-not-available",
+        _C.ENVIRONMENT_ERROR,
+        "numpy is not available",
+        r"RuntimeError: Numpy is not available",
+        0.7,
+        "torch cannot use this NumPy (built for another major version)",
+    ),
+    _s(
+        "host-mmap-refused",
+        _C.HOST_OOM,
+        "unable to mmap",
+        r"unable to mmap \d+ bytes.{0,200}Cannot allocate memory",
+        0.7,
+        "the host refused memory to a map (out of memory)",
+    ),
+    _s(
+        "nccl-communicator-aborted",
+        _C.NETWORK_ERROR,
+        "communicator was aborted",
+        r"NCCL communicator was aborted on rank \d+\.\s*$",
+        0.5,
+        "a rank's NCCL communicator was aborted (a peer failed)",
+        symptom=True,
     ),
     _s(
         "generic-runtime-error",

@@ -399,6 +399,28 @@ def test_a_hooked_rank_that_printed_its_cause_before_its_abort_is_judged_by_what
     assert "killed by SIGABRT" not in v.summary
 
 
+def test_a_sigkill_is_from_outside_whatever_the_rank_printed_before():
+    # an optional import's NumPy-2 complaint long before, then the rank SIGKILLed: the kill is the
+    # reading (the host's OOM killer, usually), not the line it printed
+    b = JobBuilder().world(4, per_node=2)
+    end = b.steps(0, range(5), T0 + 5)
+    supervisor_event(
+        b,
+        0,
+        2,
+        T0 + 1,
+        EVENT_LOG_LINE,
+        "[rank2]:AttributeError: _ARRAY_API not found",
+        stream="stderr",
+        signature="x",
+    )
+    for r in (0, 1, 3):
+        b.event(0, r, end + 0.5, "exception", "RuntimeError: Connection reset by peer")
+    sigkilled(b, 2, end + 1)
+    v = root(analyze_job(b.load(), AnalyzerConfig())).verdict
+    assert v.culprit.rank == 2 and "killed by SIGKILL" in v.summary, v.summary
+
+
 @pytest.mark.parametrize("rank", [0, 3])
 def test_a_job_without_hooks_is_judged_by_its_output(rank):
     """Only the supervisor's rows: ranks seen from outside, and the decisive lines."""
@@ -507,10 +529,12 @@ def fr_job(entered: dict[int, int], *, requested: bool, stacks: dict[int, str] |
 
 _IN_A_KERNEL = "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:985 in synchronize: return torch._C._cuda_synchronize()"
 _SIMULATED = "/work/triage/reference_trainer/faults.py:133 in hang: time.sleep(0.5)"
+# the script's own line, but a sync point: the GPU it waits on may be what is stuck
+_AT_A_SYNC = "/workspace/train.py:88 in train: loss_val = loss.item()"
 
 
 @pytest.mark.parametrize("behind", [0, 2, 3])
-@pytest.mark.parametrize("frame", [_IN_A_KERNEL, _SIMULATED])
+@pytest.mark.parametrize("frame", [_IN_A_KERNEL, _SIMULATED, _AT_A_SYNC])
 def test_the_rank_that_never_entered_the_collective_is_the_hangs_culprit(behind, frame):
     entered = {r: 9 if r != behind else 8 for r in range(4)}
     b = fr_job(entered, requested=True, stacks={behind: frame})

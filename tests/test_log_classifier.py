@@ -3306,7 +3306,7 @@ _CANONICAL_45 = [
             "ResourceExhaustedError: OOM when allocating tensor with shape[1000000,1000] and type float on "
             "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu"
         ],
-        C.UNKNOWN,
+        C.HOST_OOM,
     ),
     (
         ["Exception: Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 0.0"],
@@ -3363,7 +3363,9 @@ _CANONICAL_45 = [
 
 # round 45's misses, in other forms, and what they must not claim
 _ROUND_45 = [
-    (["WARNING [train.py:1057] (1/8) Grad scale is small: 3.0517578125e-05"], C.NUMERICAL_INSTABILITY),
+    (["WARNING [train.py:1057] (1/8) Grad scale is small: 6.103515625e-06"], C.NUMERICAL_INSTABILITY),
+    # icefall exits below 1e-05 only: above it the warning comes and training goes on
+    (["WARNING [train.py:1057] (1/8) Grad scale is small: 3.0517578125e-05"], C.UNKNOWN),
     (["RuntimeError: grad_scale is too small, exiting: 8.470329472543003e-22"], C.NUMERICAL_INSTABILITY),
     # icefall warns from 0.01 and goes on; only a scale near nothing is the failure
     (["WARNING [train.py:1057] (0/4) Grad scale is small: 0.0078125"], C.UNKNOWN),
@@ -3623,6 +3625,89 @@ _ROUND_47 = [
     ),
 ]
 
+# a helper's review of rounds 45-47's families: what they must not claim
+_REVIEWED_47 = [
+    # JAX's informational line on every CPU/TPU host is no failure; the code's KeyError is
+    (
+        [
+            "I1226 10:00:00.000000 140 xla_bridge.py:243] Unable to initialize backend 'cuda': module "
+            "'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",
+            "Traceback (most recent call last):",
+            '  File "/home/me/train.py", line 40, in main',
+            '    raise KeyError("labels")',
+            "KeyError: 'labels'",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "fabric manager NVIDIA GPU driver interface version 535.104.05 don't match with driver version "
+            "535.129.03. Please update with matching NVIDIA driver package.",
+            "nvidia-fabricmanager.service: Main process exited, code=exited, status=1/FAILURE",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
+    # an optional import's NumPy-2 complaint, then the run's own failure
+    (
+        [
+            "AttributeError: _ARRAY_API not found",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "distributed.nanny.memory - WARNING - Worker tcp://10.0.0.5:40000 (pid=777) exceeded 95% memory "
+            "budget. Restarting..."
+        ],
+        C.HOST_OOM,
+    ),
+    # a scale or probabilities the code got wrong is no NaN
+    (
+        [
+            "ValueError: Expected parameter scale (Tensor of shape (32, 4)) of distribution Normal(loc: "
+            "torch.Size([32, 4]), scale: torch.Size([32, 4])) to satisfy the constraint "
+            "GreaterThan(lower_bound=0.0), but found invalid values:"
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    # a compiler's own assert outranks nothing stronger than itself, and a later named fault wins
+    (
+        [
+            "python: /project/lib/Analysis/Allocation.cpp:40: getCvtOrder(...): Assertion '!(srcMmaLayout && "
+            "dstMmaLayout)' failed.",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ],
+        C.USER_CODE_ERROR,
+    ),
+    (
+        [
+            "binascii.Error: Incorrect padding",
+            "PIL.UnidentifiedImageError: cannot identify image file 'x.jpg'",
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (
+        [
+            "kernel: NMI watchdog: Watchdog detected hard LOCKUP on cpu 3",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ],
+        C.CUDA_ERROR,
+    ),
+    (
+        [
+            "/job:jax_worker/replica:0/task:3 has been marked as unhealthy since its heartbeat has timed out.",
+            "/job:jax_worker/replica:0/task:4 has been marked as unhealthy since its heartbeat has timed out.",
+            "/job:jax_worker/replica:0/task:5 has been marked as unhealthy since its heartbeat has timed out.",
+            "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1 bytes.",
+        ],
+        C.GPU_OOM,
+    ),
+    (["wandb:   best_val_loss inf"], C.UNKNOWN),
+    (["InvalidArgumentError: loss : Tensor had Inf and NaN values"], C.NUMERICAL_INSTABILITY),
+    (["AttributeError: 'MessageFactory' object has no attribute 'GetPrototype'"], C.ENVIRONMENT_ERROR),
+]
+
 
 def test_dcgms_xid_report_names_the_gpu():
     verdict = classify_lines(
@@ -3648,7 +3733,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _ROUND_45
     + _CANONICAL_46
     + _ROUND_46
-    + _ROUND_47,
+    + _ROUND_47
+    + _REVIEWED_47,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
@@ -3818,6 +3904,67 @@ def test_an_exception_class_with_an_acronym_is_still_an_exception_line():
         "mylab.errors.MYLabError: the run has no data",
     ]
     assert classify_lines(lines).category is C.USER_CODE_ERROR
+
+
+@pytest.mark.parametrize(
+    ("error", "category"),
+    [
+        # the operator failed for the GPU, the driver or a peer: no bug of the line that called it
+        ("RuntimeError: CUDA driver error: unknown error", C.CUDA_ERROR),
+        (
+            'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":1154',
+            C.CUDA_ERROR,
+        ),
+        ("RuntimeError: Numpy is not available", C.ENVIRONMENT_ERROR),
+        ("RuntimeError: NCCL communicator was aborted on rank 1.", C.NETWORK_ERROR),
+        (
+            "RuntimeError: unable to mmap 4096 bytes from file </torch_1>: Cannot allocate memory (12)",
+            C.HOST_OOM,
+        ),
+        # what the code gave it
+        ("RuntimeError: cannot sample n_sample <= 0 samples", C.USER_CODE_ERROR),
+    ],
+)
+def test_an_operators_refusal_in_the_jobs_own_line_is_its_bug_unless_it_names_another_cause(error, category):
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 88, in train',
+        "    loss_val = loss.item()",
+        error,
+    ]
+    assert classify_lines(lines).category is category
+
+
+def test_a_clones_example_script_is_the_users_code_a_source_checkouts_library_is_not():
+    own = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/transformers/examples/pytorch/language-modeling/run_clm.py", line 300, in main',
+        '    raise RuntimeError("block_size must be set")',
+        "RuntimeError: block_size must be set",
+    ]
+    assert classify_lines(own).category is C.USER_CODE_ERROR
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        # c10d took the process down for a peer's error: no crash of its own
+        [
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            "  what():  NCCL error in: NCCLUtils.hpp:275, remote process exited or there was a network error",
+        ],
+        # ranks 0, 2, 3 timed out waiting for rank 1: the timeout names it
+        [
+            f"[rank{r}]:[E ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 ms"
+            for r in (0, 2, 3)
+        ],
+    ],
+)
+def test_an_abort_that_followed_an_error_is_not_read_as_a_crash_of_its_own(before):
+    tail = [line.format(code=-6) for line in _ABORTED_RANK[2:]]
+    verdict = classify_lines([*before, *tail])
+    assert "was ended by SIGABRT" not in verdict.summary
 
 
 def test_a_library_raise_is_not_the_jobs_own_code():
