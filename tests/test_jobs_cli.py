@@ -56,6 +56,9 @@ def test_missing_or_foreign_data_dir_exits_2(tmp_path, capsys, monkeypatch):
     assert "is a file, not a directory" in capsys.readouterr().err
     assert main(["run", "--data-dir", str(tmp_path / "afile"), "--", "true"]) == 2
     assert "is a file, not a directory" in capsys.readouterr().err
+    assert main(["run", "--data-dir", str(tmp_path / "d"), "--agents", "bogus!", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "bad node name 'bogus!' (--agents)" in err and "kept under" not in err
     (tmp_path / "notes.txt").write_text("not a data dir")
     monkeypatch.setenv("TRIAGE_DATA_DIR", str(tmp_path))
     assert main(["jobs"]) == 2

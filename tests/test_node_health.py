@@ -435,6 +435,7 @@ def test_a_job_whose_every_node_is_quarantined_is_refused_before_it_starts(tmp_p
     )
     assert out.returncode == 2
     assert "every node of this job is quarantined: node0 (node0 GPU 1" in out.stderr
+    assert "kept under" not in out.stderr  # a refused run announces no log folder
     assert "triage nodes clear NODE" in out.stderr and "--no-quarantine" in out.stderr
     assert not (tmp_path / "store" / "supervisor" / "runs").exists()  # no run was recorded
 

@@ -173,6 +173,9 @@ class SupervisorConfig:
         }.items():
             if optional is not None and optional <= 0:
                 raise ConfigError(f"{flag} must be > 0, got {optional}")
+        if self.agents not in ("auto", "none"):
+            for node in (n.strip() for n in self.agents.split(",")):
+                check_name("node name", node, source="--agents")
         if self.launcher not in ("local", "slurm"):
             raise ConfigError(f"--launcher {self.launcher!r}: choose local or slurm")
         if self.slurm_min_nodes < 1:

@@ -179,9 +179,7 @@ class Supervisor:
             raise ConfigError(f"--data-dir {self.data_dir} is a file, not a directory; pass a folder")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with JobLock(self.data_dir, self.job_id, self.run_id):
-            if on_started is not None:
-                on_started()
-            return self._run()
+            return self._run(on_started)
 
     def signals(self) -> str:
         """What this run can see of the job before any rank has reported, for `triage run`'s
@@ -198,8 +196,10 @@ class Supervisor:
             )
         return "signals: Triage hooks where the script has them (auto-instrumentation off); " + always
 
-    def _run(self) -> JobReport:
-        plan, record = self._begin()
+    def _run(self, on_started: Callable[[], None] | None) -> JobReport:
+        plan, record = self._begin()  # refused here where every node is quarantined
+        if on_started is not None:
+            on_started()
         with ExitStack() as at_end:
             with StopSignals(term_is_preemption=self.slurm is not None) as self._stops:
                 agents = Agents(
