@@ -175,6 +175,19 @@ def test_repeat_offender_ignores_old_same_attempt_and_non_hardware_incidents():
     assert verdict_after((NOW - DAY, Category.COLLECTIVE_TIMEOUT, "b", 0), ledger=[cleared]) is None
 
 
+def test_an_incident_on_a_gpu_cleared_since_no_longer_counts_against_its_node():
+    # an NVLink fault on GPU 1 (quarantined, then cleared as repaired), then a hang on GPU 0: one
+    # incident counts, not two; the GPU's clear says nothing of incidents after it
+    nvlink = Implication(NOW - DAY, "node1", 1, Category.NVLINK_ERROR.value, "j2", "r", 0)
+    hang = verdict(Category.COLLECTIVE_TIMEOUT, "node1", 0)
+    gpu_cleared = HealthEntry(NOW - 3600, "node1", 1, CLEARED, "reseated", SOURCE_MANUAL, "ops")
+    args = dict(now=NOW, job_id="j4", run_id="r", attempt=0, implications=[nvlink])
+    assert decide(hang, ledger=[gpu_cleared], **args) is None
+    assert decide(hang, ledger=[], **args) is not None
+    before = HealthEntry(NOW - 2 * DAY, "node1", 1, CLEARED, "reseated", SOURCE_MANUAL, "ops")
+    assert decide(hang, ledger=[before], **args) is not None
+
+
 def test_quarantine_config_rejects_a_rule_that_fires_on_every_incident():
     from triage.config import ConfigError
 

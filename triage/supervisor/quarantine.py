@@ -181,16 +181,27 @@ def offences(
     config: QuarantineConfig = QuarantineConfig(),
 ) -> list[Implication]:
     """The incidents that count against `node` at `now`, oldest first: within the window,
-    after its last node-level clear, of causes that implicate hardware, one per attempt."""
-    cleared = current_state(ledger).get((node, None))
+    after its last node-level clear, of causes that implicate hardware, one per attempt. An
+    incident on a GPU a person cleared since (`triage nodes clear NODE --gpu G`: repaired) no
+    longer counts either."""
+    state = current_state(ledger)
+    cleared = state.get((node, None))
     since = max(
         now - config.window_s, cleared.time if cleared and cleared.state == CLEARED else float("-inf")
     )
+
+    def gpu_cleared_since(i: Implication) -> bool:
+        entry = None if i.gpu is None else state.get((node, int(i.gpu)))
+        return entry is not None and entry.state == CLEARED and entry.time >= i.time
+
     return _per_attempt(
         [
             i
             for i in implications
-            if i.node == node and since <= i.time <= now and implicates_node(Category.parse(i.category))
+            if i.node == node
+            and since <= i.time <= now
+            and implicates_node(Category.parse(i.category))
+            and not gpu_cleared_since(i)
         ]
     )
 
