@@ -116,6 +116,8 @@ class AnalyzerConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.now is not None and self.now < 0:
+            raise ConfigError(f"--now must be a unix time (seconds since 1970), got {self.now:g}")
         if not 0.0 <= self.confidence_threshold <= 1.0:
             raise ConfigError(f"--confidence-threshold must lie in [0, 1], got {self.confidence_threshold}")
         positive = {

@@ -65,3 +65,9 @@ def test_unknown_job_lists_known_jobs_and_exits_2(tmp_path, capsys):
 
 def test_bad_data_dir_exits_2(tmp_path, capsys):
     assert main(["analyze", "x", "--data-dir", str(tmp_path / "missing")]) == 2
+
+
+def test_a_negative_now_is_refused(tmp_path, capsys):
+    data = failed_store(tmp_path)
+    assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest", "--now", "-5"]) == 2
+    assert "--now must be a unix time" in capsys.readouterr().err

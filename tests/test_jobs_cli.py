@@ -118,3 +118,8 @@ def test_status_style_uses_the_one_colour_definition():
     assert jobs.status_style("no-such-status") == status_colour("no-such-status")  # grey, not an error
     source = (Path(jobs.__file__)).read_text()
     assert "_STATUS_STYLE" not in source and '"bold red"' not in source
+
+
+def test_a_bad_heartbeat_timeout_names_its_flag(tmp_path, capsys):
+    assert main(["jobs", "--data-dir", str(tmp_path), "--heartbeat-timeout-s", "-1"]) == 2
+    assert "--heartbeat-timeout-s must be > 0, got -1.0" in capsys.readouterr().err

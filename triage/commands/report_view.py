@@ -295,7 +295,8 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
             )
         r = recoveries.get(a.attempt)
         if r:
-            lost = "" if r["steps_lost"] is None else f", {r['steps_lost']} steps lost"
+            n = r["steps_lost"]
+            lost = "" if n is None else f", {n} step{'' if n == 1 else 's'} lost"
             rows.append(
                 (
                     "recovery",

@@ -83,8 +83,10 @@ class StoreConfig:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.compact_target_bytes < self.compact_below_bytes:
             raise ConfigError("compact_target_bytes must be >= compact_below_bytes")
-        if self.retire_grace_s < 0 or self.heartbeat_timeout_s <= 0:
-            raise ConfigError("retire_grace_s must be >= 0 and heartbeat_timeout_s > 0")
+        if self.retire_grace_s < 0:
+            raise ConfigError(f"--retire-grace-s must be >= 0, got {self.retire_grace_s}")
+        if self.heartbeat_timeout_s <= 0:
+            raise ConfigError(f"--heartbeat-timeout-s must be > 0, got {self.heartbeat_timeout_s}")
 
     def age_bound(self, table: str) -> float | None:
         return self.max_age_s.get(table, self.max_age_s.get("*"))
