@@ -463,6 +463,12 @@ def test_bad_flag_values_exit_2_with_the_reason(tmp_path, capsys, flags, message
     assert err.startswith("triage health-check: error: ") and message in err, err
 
 
+def test_a_missing_data_dir_for_simulated_gpus_is_refused_not_made(tmp_path, capsys):
+    rc = main(["health-check", "--gpu", "sim", "--data-dir", str(tmp_path / "nope"), "--node", "node0"])
+    assert rc == 2 and "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "nope").exists()  # a check only reads
+
+
 @pytest.mark.parametrize(
     "flags,message",
     [

@@ -482,6 +482,12 @@ def check_node(config: HealthCheckConfig) -> list[Check]:
     node = check_name("node name", config.resolved_node, source="the host name")
     data_dir = config.resolved_data_dir()
     sim_home = data_dir or data_dir_from_env(None)  # where the simulated GPUs' fault schedule is
+    if config.gpu == "sim" and data_dir is not None and not data_dir.is_dir():
+        # a check only reads: it must not make the folder a mistyped --data-dir names
+        raise ConfigError(
+            f"data directory {data_dir} does not exist; --gpu sim reads its simulated GPUs' "
+            "fault schedule there: pass the --data-dir the agents and jobs use"
+        )
 
     start = time.perf_counter()
     ledger = _ledger(data_dir, node)
