@@ -139,7 +139,12 @@ def _applied(
                 f"that step's batch"
             )
     if resume is not None:
-        why = f"{why}; resuming from the newest checkpoint before step {resume}, where the ranks first disagreed"
+        # `failed_step` is the step after the last one whose canaries all agreed: the fault may
+        # have begun there, so every checkpoint from it on is suspect
+        why = (
+            f"{why}; resuming from the newest checkpoint before step {resume}, the first step the "
+            "ranks' canaries no longer vouch for"
+        )
     return action, why, new
 
 
