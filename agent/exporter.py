@@ -61,6 +61,7 @@ class ExporterState:
         self.accounting: NodeAccounting | None = None
         #: whether the lemon-node test quarantined the node; None until the ledger is read
         self.lemon: bool | None = None
+        self.quarantined: int | None = None  # standing quarantines on the node, once read
 
     # -- updates -------------------------------------------------------------------------------
     def observe_gpu_sample(self, s: GpuSample) -> None:
@@ -163,6 +164,10 @@ class ExporterState:
     def set_lemon(self, lemon: bool) -> None:
         with self.lock:
             self.lemon = lemon
+
+    def set_quarantined(self, parts: int) -> None:
+        with self.lock:
+            self.quarantined = parts
 
     # -- queries for the agent -----------------------------------------------------------------
     def known_jobs(self) -> list[str]:
@@ -290,6 +295,7 @@ class ExporterState:
         lost = _family("triage_lost_gpu_seconds_total", ("category",))
         caused = _family("triage_caused_lost_gpu_seconds_total", ("category",))
         lemon = _family("triage_node_lemon")
+        quarantined = _family("triage_node_quarantined")
         if self.accounting is not None:
             allocated.add_metric([self.node], self.accounting.allocated)
             productive.add_metric([self.node], self.accounting.productive)
@@ -298,7 +304,9 @@ class ExporterState:
                 caused.add_metric([self.node, category], self.accounting.caused.get(category, 0.0))
         if self.lemon is not None:
             lemon.add_metric([self.node], 1.0 if self.lemon else 0.0)
-        yield from (allocated, productive, lost, caused, lemon)
+        if self.quarantined is not None:
+            quarantined.add_metric([self.node], float(self.quarantined))
+        yield from (allocated, productive, lost, caused, lemon, quarantined)
 
     def _nic_families(self, now: float) -> Iterator[Metric]:
         """Ports read within the live window: a simulated port reports only while its fault

@@ -296,6 +296,13 @@ CATALOG: tuple[MetricFamily, ...] = (
         "two scrapes still shows.",
     ),
     MetricFamily(
+        "triage_node_quarantined",
+        _G,
+        AGENT_LABELS,
+        "Quarantines the node health ledger holds on the node now (the node as a whole, and each "
+        "of its GPUs: a lost GPU, ECC, NVLink, a repeat offender, a lemon), else 0.",
+    ),
+    MetricFamily(
         "triage_node_lemon",
         _G,
         AGENT_LABELS,

@@ -308,6 +308,7 @@ class NodeAgent:
         self.state.set_lemon(
             standing is not None and standing.state == QUARANTINED and standing.source == SOURCE_LEMON
         )
+        self.state.set_quarantined(self.results.quarantined_parts(self.node))
 
     def maintain(self, now: float) -> None:
         try:

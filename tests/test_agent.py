@@ -403,6 +403,11 @@ def test_each_agent_exports_its_own_nodes_gpu_seconds_what_it_caused_and_its_lem
     assert value(second["n1"], "triage_node_lemon", node="n1") == 1.0
     assert value(second["n0"], "triage_node_lemon", node="n0") == 0.0
     assert value(third["n1"], "triage_node_lemon", node="n1") == 0.0
+    # Any quarantine counts for triage_node_quarantined: n0's by a verdict as well as n1's lemon
+    assert value(start["n0"], "triage_node_quarantined", node="n0") == 0.0
+    assert value(second["n0"], "triage_node_quarantined", node="n0") >= 1.0
+    assert value(second["n1"], "triage_node_quarantined", node="n1") >= 1.0
+    assert value(third["n1"], "triage_node_quarantined", node="n1") == 0.0
     assert value(third["n1"], "triage_allocated_gpu_seconds_total", node="n1") == 1800.0
 
 

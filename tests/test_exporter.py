@@ -267,6 +267,8 @@ def test_node_gpu_second_counters_appear_at_the_first_read_and_add_up():
     assert values(m, "triage_node_lemon", node="n0") == [1.0]
     state.set_lemon(False)
     assert values(scrape(state), "triage_node_lemon", node="n0") == [0.0]
+    state.set_quarantined(2)  # the node and one GPU, say
+    assert values(scrape(state), "triage_node_quarantined", node="n0") == [2.0]
 
 
 def test_a_port_is_exported_while_it_reports_and_a_lost_link_reads_zero():

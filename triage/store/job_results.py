@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from triage.store.layout import SUPERVISOR_PARTITION, partition_dir
 from triage.store.manifest import Manifest, Segment, load_manifest
-from triage.store.node_health import HealthEntry, current_state
+from triage.store.node_health import QUARANTINED, HealthEntry, current_state
 
 #: Accounting recorded up to this long before the newest recording already taken is still
 #: looked for: a supervisor stamps its rows with its own host's clock before it waits for the
@@ -98,6 +98,7 @@ class JobResultsReader:
         #: (node, the ledger's segment files) the health row is of, and that row
         self._health_key: tuple[str, tuple[str, ...]] | None = None
         self._health: HealthEntry | None = None
+        self._quarantined_parts = 0
 
     def refresh(self) -> None:
         """Load the partition's manifest: the reads that follow see what it names."""
@@ -242,9 +243,17 @@ class JobResultsReader:
             self._missed = False
             table = self._read(segments, ["time", "node", "gpu", "state", "source"], [[("node", "=", node)]])
             entries = [HealthEntry.from_row(r) for r in table.to_pylist() if r["time"] is not None]
-            self._health = current_state(entries).get((node, None))
+            state = current_state(entries)
+            self._health = state.get((node, None))
+            self._quarantined_parts = sum(1 for e in state.values() if e.state == QUARANTINED)
             self._health_key = None if self._missed else key
         return self._health
+
+    def quarantined_parts(self, node: str) -> int:
+        """How many quarantines stand on `node`: the node as a whole and each of its GPUs (read
+        with `node_standing`, whose cache it shares)."""
+        self.node_standing(node)
+        return self._quarantined_parts
 
     def _read(self, segments: list[Segment], columns: list[str], filters: _Filters) -> pa.Table:
         """The rows of `segments` that match `filters`; a segment retired and deleted since the
