@@ -1041,8 +1041,12 @@ class Supervisor:
         self._announced.add(progress.hooks)
         limit = self.cfg.startup_timeout or DEFAULT_STARTUP_TIMEOUT_S
         how = {
-            "explicit": "the script's own TrainingMonitor (steps expected: a missing first "
-            f"step counts as hung after --startup-timeout {limit:.0f} s)",
+            "explicit": "the script's own TrainingMonitor ("
+            + (
+                f"steps expected: a missing first step counts as hung after --startup-timeout {limit:.0f} s)"
+                if progress.last_step is None
+                else "a step is stored for every step)"
+            ),
             "auto": "auto-instrumentation (steps where the loop steps a torch optimizer; "
             + (
                 "no hang is declared before the first step)"
