@@ -88,6 +88,7 @@ _PREFIX_RE = re.compile(
 _RANK_PREFIX_RE = re.compile(
     r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|\[(\d+)\]<std(?:out|err)>:", re.IGNORECASE
 )
+_SRUN_TASK_RE = re.compile(r"srun: error: \S+: task (\d+): ")
 _RANK_RES = (
     re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
     re.compile(r"^\s*(\d+)!?: \[[Hh]orovod"),  # Horovod's "Stalled ranks:" list, one rank a line
@@ -106,8 +107,9 @@ _RANK_RES = (
     # rank, which is the rank on a single node.
     re.compile(r"'--local_rank=(\d+)'"),
     # srun naming one task that failed ("task 85: Out Of Memory"): the task id is SLURM_PROCID,
-    # the rank a launcher under srun hands on (not a range, "tasks 0-3")
-    re.compile(r"srun: error: \S+: task (\d+): "),
+    # the rank a launcher under srun hands on (not a range, "tasks 0-3"); not under a per-node
+    # launcher (`srun torchrun`: a task is a node), which `LogClassifier` sees and undoes
+    _SRUN_TASK_RE,
 )
 _NODE_RES = (
     re.compile(r"^\s*host\s*:\s*(\S+)"),  # torchrun summary
@@ -526,6 +528,8 @@ class LogClassifier:
         self._preparing_at_timeout: _Hit | None = None
         # a C++ exception was thrown before an abort (c10d ending the process for an error)
         self._threw_before_abort = False
+        # a launcher per node (torchrun, DeepSpeed's): srun's task N is then a node, not rank N
+        self._per_node_launcher = False
         self._timed_out = False
         self._traceback_ranks: set[int] = set()  # prefixes on traceback lines (two are enough)
         self._loss = LossTrend(max_series=MAX_DISTINCT)
@@ -537,6 +541,13 @@ class LogClassifier:
         text = text.rstrip("\r\n")
         if "terminate called after throwing" in text or "taking the entire process down" in text:
             self._threw_before_abort = True
+        if (
+            "distributed.elastic" in text
+            or "distributed/elastic" in text
+            or "local_rank" in text
+            or ("sigkill_handler" in text)
+        ):
+            self._per_node_launcher = True  # torchrun, DeepSpeed's or Accelerate's launcher
         if "\x1b" in text:  # a compiler's or a logger's colours: the words are what is read
             text = _ANSI_RE.sub("", text)
         self._note_context(text)
@@ -841,6 +852,10 @@ class LogClassifier:
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
             if rank is None and m.category.layer in _OWN_ERROR_LAYERS:
                 rank = self._only_traceback_rank(m.category)
+        if rank is not None and self._per_node_launcher:
+            tasks = (_SRUN_TASK_RE.search(h.text) for h in (root, *same))
+            if any(task is not None and int(task.group(1)) == rank for task in tasks):
+                rank = None
         node = m.node
         if node is None and (m.rank is None or m.rank == self._root_cause_rank):
             node = self._root_cause_host

@@ -3881,6 +3881,17 @@ def test_triages_own_stop_in_an_attempt_log_is_no_preemption():
     assert nan.category is C.NUMERICAL_INSTABILITY
 
 
+def test_srun_task_is_no_rank_under_a_per_node_launcher():
+    # `srun torchrun`: one task per node, so task 3 is the fourth node, not rank 3
+    lines = [
+        "W1207 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 11 closing signal SIGTERM",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=9.0. Some of the step tasks have been OOM Killed.",
+        "srun: error: gpu-a012: task 3: Out Of Memory",
+    ]
+    verdict = classify_lines(lines)
+    assert verdict.category is C.HOST_OOM and verdict.culprit.rank is None
+
+
 def test_horovodruns_rank_prefix_names_the_rank_that_printed():
     line = "Thu Aug  5 14:38:54 2021[3]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered"
     assert classify_lines([line]).culprit.rank == 3
