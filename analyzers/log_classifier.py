@@ -745,10 +745,11 @@ class LogClassifier:
         return root
 
     def _rank_that_ended_itself(self, root: _Hit | None) -> _Hit | None:
-        """The rank the launcher saw fail first, where it exited with a code of its own (no
-        signal) and what the log holds besides is only its peers losing it: a program that ends
-        itself with an error code (`sys.exit(3)`, an error printed elsewhere) is the program's
-        failure, on every run; the resets and timeouts the others print are its consequences."""
+        """The rank the launcher saw fail first, where what the log holds besides is only its
+        peers losing it: one that exited with a code of its own (`sys.exit(3)`, an error printed
+        elsewhere) failed as the program, on every run; one a crash signal ended with nothing
+        printed (an abort, a segfault in native code) is where to look, no family saying why.
+        The resets and timeouts the others print are its consequences."""
         if self._root_cause_rank is not None:
             rank, code = self._root_cause_rank, self._root_cause_exit
         elif (failure := self._launcher_failure) is not None:
@@ -756,39 +757,23 @@ class LogClassifier:
         else:
             return None
         if code is not None and -code in _CRASH_SIGNALS and not self._abort_explained(rank):
-            # a crash in native code (an abort, a segfault) that printed nothing of its own: that
-            # rank is where to look, its peers' resets and timeouts its consequences; no family
-            # says why it crashed (a watchdog's own abort prints its timeout first, and is read
-            # as that)
-            line, text = self._failure_text or (self.lines, f"rank {rank} exited with code {code}")
-            return _Hit(
-                line,
-                text,
-                LineMatch(
-                    Category.UNKNOWN,
-                    0.6,
-                    "rank-crashed",
-                    f"rank {rank} was ended by {_CRASH_SIGNALS[-code]} (a crash in native code) with "
-                    "no error of its own before its peers lost it",
-                    rank=rank,
-                ),
+            # a watchdog's own abort prints its timeout first, and is read as that
+            category, signature = Category.UNKNOWN, "rank-crashed"
+            description = (
+                f"rank {rank} was ended by {_CRASH_SIGNALS[-code]} (a crash in native code) with no "
+                "error of its own before its peers lost it"
             )
-        # 1 is any uncaught exception's (an OOM whose traceback went elsewhere too), 128 and up a
-        # shell's report of a signal: neither says the program chose to end
-        if code is None or not 1 < code < 128 or (root is not None and root.match.rank == rank):
+        elif code is not None and 1 < code < 128 and (root is None or root.match.rank != rank):
+            # not 1, any uncaught exception's (an OOM whose traceback went elsewhere too), nor 128
+            # and up, a shell's report of a signal: neither says the program chose to end
+            category, signature = Category.USER_CODE_ERROR, "rank-exited-itself"
+            description = (
+                f"rank {rank} exited with code {code} on its own (no signal) before its peers lost it"
+            )
+        else:
             return None
         line, text = self._failure_text or (self.lines, f"rank {rank} exited with code {code}")
-        return _Hit(
-            line,
-            text,
-            LineMatch(
-                Category.USER_CODE_ERROR,
-                0.6,
-                "rank-exited-itself",
-                f"rank {rank} exited with code {code} on its own (no signal) before its peers lost it",
-                rank=rank,
-            ),
-        )
+        return _Hit(line, text, LineMatch(category, 0.6, signature, description, rank=rank))
 
     def _abort_explained(self, rank: int) -> bool:
         """Whether a rank's SIGABRT/SIGSEGV is more than a crash of its own: it printed something
