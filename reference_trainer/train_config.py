@@ -183,8 +183,10 @@ class TrainConfig:
         if any(s.kind == "data_error" for s in specs) and self.num_workers < 1:
             raise ConfigError("--inject data_error needs --num-workers >= 1 (it kills a worker)")
         for s in specs:
-            # a drill whose fault can never fire would pass as a run Triage saw nothing wrong in
-            if s.kind != "sigterm" and s.rank >= self.world_size:
+            # a drill whose fault can never fire would pass as a run Triage saw nothing wrong in;
+            # the world it is checked against is this attempt's (a restart may run on fewer
+            # nodes, where an earlier attempt's fault is long done)
+            if s.kind != "sigterm" and s.attempt == attempt_from_env() and s.rank >= self.world_size:
                 raise ConfigError(
                     f"--inject {s.text!r}: rank {s.rank} is outside the job's {self.world_size} ranks "
                     f"(0..{self.world_size - 1})"
