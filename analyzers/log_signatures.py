@@ -58,6 +58,13 @@ def _s(
     return Signature(id, category, keyword, pattern, strength, description, symptom)
 
 
+#: Python's exceptions that, closing a traceback, are the training code's own mistake.
+_CODE_EXCEPTIONS = (
+    r"(?:KeyError|IndexError|ValueError|TypeError|AttributeError|NameError|AssertionError"
+    r"|ZeroDivisionError|NotImplementedError|FileNotFoundError|UnboundLocalError|SyntaxError"
+    r"|IsADirectoryError|FileExistsError)"
+)
+
 SIGNATURES: tuple[Signature, ...] = (
     # --- gpu: hardware faults reported to the application -------------------------------------
     _s(
@@ -2957,9 +2964,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "sagemaker-script-exception",
         _C.USER_CODE_ERROR,
         "algorithmerror",
-        r"AlgorithmError: .{0,2000}?Traceback \(most recent call last\):.{0,4000}?\b(?:KeyError|IndexError|ValueError|TypeError"
-        r"|AttributeError|NameError|AssertionError|ZeroDivisionError|NotImplementedError|FileNotFoundError"
-        r"|UnboundLocalError|SyntaxError|IsADirectoryError|FileExistsError): \S",
+        rf"AlgorithmError: .{{0,2000}}?Traceback \(most recent call last\):.{{0,4000}}?\b{_CODE_EXCEPTIONS}: \S",
         0.7,
         "a Python exception in the training script (as SageMaker reports it)",
     ),
@@ -2967,9 +2972,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "python-exception",
         _C.USER_CODE_ERROR,
         "error",
-        r"^(?:[\w.]+\.)?(?:KeyError|IndexError|ValueError|TypeError|AttributeError|NameError"
-        r"|AssertionError|ZeroDivisionError|NotImplementedError|FileNotFoundError"
-        r"|UnboundLocalError|SyntaxError|IsADirectoryError|FileExistsError)\b:\s*\S",
+        rf"^(?:[\w.]+\.)?{_CODE_EXCEPTIONS}\b:\s*\S",
         0.7,
         "a Python exception in the training code",
     ),

@@ -188,3 +188,21 @@ def test_a_decision_to_stop_names_the_action_the_job_could_have_taken():
     )
     assert not d.restart and d.final_status == "gave_up"
     assert d.action is Action.RESTART and d.plan == Plan(("node1",))
+
+
+@pytest.mark.parametrize(
+    ("command", "nodes", "gpus"),
+    [
+        (["triage", "train", "--nnodes", "3", "--nproc-per-node", "4"], ["node0", "node1", "node2"], 4),
+        (["triage", "train", "--nnodes=2", "--nproc-per-node=8"], ["node0", "node1"], 8),
+        (["triage", "train"], ["node0"], None),
+        # a node of a real cluster, or another launcher: no simulated nodes or GPUs of Triage's
+        (["triage", "train", "--nnodes", "2", "--node-rank", "1"], [], None),
+        (["torchrun", "--nproc-per-node", "4", "train.py"], [], None),
+    ],
+)
+def test_a_local_triage_trains_simulated_nodes_and_a_gpu_for_every_rank(command, nodes, gpus):
+    from triage.supervisor.agents import simulated_gpus_per_node, simulated_nodes
+
+    assert simulated_nodes(command) == nodes
+    assert simulated_gpus_per_node(command) == gpus

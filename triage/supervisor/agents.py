@@ -40,18 +40,24 @@ def _die_with_parent() -> None:
     _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+def _train_count(args: Sequence[str], flag: str) -> int | None:
+    """The last count a `triage train` command gives `flag` (`--flag N` or `--flag=N`)."""
+    found = None
+    for i, a in enumerate(args):
+        value = args[i + 1] if a == flag and i + 1 < len(args) else None
+        if a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+        if value is not None and value.isdigit():
+            found = int(value)
+    return found
+
+
 def simulated_nodes(command: Sequence[str]) -> list[str]:
     """node0..node{N-1} for a local `triage train --nnodes N` (no --node-rank); else none."""
     args = list(command)
     if "train" not in args or any(a.startswith("--node-rank") for a in args):
         return []
-    nnodes = 1
-    for i, a in enumerate(args):
-        if a == "--nnodes" and i + 1 < len(args) and args[i + 1].isdigit():
-            nnodes = int(args[i + 1])
-        elif a.startswith("--nnodes=") and a.split("=", 1)[1].isdigit():
-            nnodes = int(a.split("=", 1)[1])
-    return [f"node{k}" for k in range(nnodes)]
+    return [f"node{k}" for k in range(_train_count(args, "--nnodes") or 1)]
 
 
 def simulated_gpus_per_node(command: Sequence[str]) -> int | None:
@@ -59,15 +65,7 @@ def simulated_gpus_per_node(command: Sequence[str]) -> int | None:
     its own: the simulated GPUs its node's agent must have for a fault on any of them to be
     seen; None where the command does not say."""
     args = list(command)
-    if "train" not in args:
-        return None
-    for i, a in enumerate(args):
-        value = args[i + 1] if a == "--nproc-per-node" and i + 1 < len(args) else None
-        if a.startswith("--nproc-per-node="):
-            value = a.split("=", 1)[1]
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
+    return _train_count(args, "--nproc-per-node") if "train" in args else None
 
 
 def agent_available() -> bool:
