@@ -28,7 +28,7 @@ from triage.analyzers.log_signatures import (
     XID_RE,
     XID_TABLE,
 )
-from triage.analyzers.log_trends import SPIKE_STRENGTH, LossTrend, P2PMatrices
+from triage.analyzers.log_trends import SPIKE_STRENGTH, DataWait, LossTrend, P2PMatrices, TimedOutWorks
 from triage.config import ConfigError
 from triage.taxonomy import DEFAULT_CONFIDENCE_THRESHOLD, Category, Layer
 from triage.verdict import Culprit, Evidence, Verdict
@@ -535,6 +535,8 @@ class LogClassifier:
         self._loss = LossTrend(max_series=MAX_DISTINCT)
         self._last_error_at = -1  # the line number of NCCL's latest `Last error:`
         self._p2p = P2PMatrices()
+        self._data_wait = DataWait()
+        self._timed_out_works = TimedOutWorks()
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
@@ -569,6 +571,23 @@ class LogClassifier:
                     symptom=True,
                     rank=rank,
                 )
+        if (waiting := self._data_wait.read(text)) and match is None:
+            match = LineMatch(
+                Category.DATA_PIPELINE_ERROR,
+                SPIKE_STRENGTH,
+                "data-wait-dominates",
+                waiting,
+                symptom=True,
+                rank=rank_prefix(text),
+            )
+        if (
+            match is not None
+            and match.signature == "nccl-watchdog-timeout"
+            and (desync := self._timed_out_works.read(text, rank_prefix(text)))
+        ):
+            # as sure as the launcher's own collective-mismatch check, and a cause: no reporter
+            # is the culprit (each rank is one party of it)
+            match = LineMatch(Category.USER_CODE_ERROR, 0.85, "collective-mismatch", desync)
         if match is None and (broken := self._p2p.read(text)):
             # a measurement, not a message: as sure as a fatal AER line that the path is bad
             gpu, description = broken

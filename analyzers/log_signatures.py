@@ -498,9 +498,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "ray-memory-monitor-kill",
         _C.HOST_OOM,
-        "running low on memory|memory pressure",
+        "running low on memory|memory pressure|rayoutofmemoryerror",
         r"was killed due to the node running low on memory"
-        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        r"|Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"
+        # older Ray's memory monitor raised in the task itself, past its threshold
+        r"|RayOutOfMemoryError: More than \d+% of the memory on node",
         0.85,
         "Ray killed a worker: the node ran low on host memory",
     ),
@@ -965,7 +967,9 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.PREEMPTION,
         "preempted",
         # and submitit's "Caught signal SIGHUP on <host>: this job is preempted." (it requeues)
-        r"node was preempted|this job is preempted|\b(?:job|cluster) (?:is|was|has been) preempted\b",
+        r"node was preempted|this job is preempted|\b(?:job|cluster) (?:is|was|has been) preempted\b"
+        # a scheduler's job state naming the job that took its place
+        r"|\b(?:JOB_STATE_)?KILLED: Preempted by\b|\bevent=task_preempted\b",
         0.85,
         "the scheduler preempted the job",
     ),
@@ -1080,6 +1084,19 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "could not reach the rendezvous store",
     ),
+    # c10d cannot even resolve the store's host name (a MASTER_ADDR that is no host: a typo, a
+    # name only another network's DNS knows); every try fails the same way
+    _s(
+        "store-host-unresolvable",
+        _C.RENDEZVOUS_ERROR,
+        "gai error|host not found",
+        r"network addresses of \(\S+, \d+\) cannot be retrieved \(gai error: -[23] - "
+        r"(?:Name or service not known|Temporary failure in name resolution|No address associated)"
+        # the older TCPStore's own words (torchrun's c10d backend creating the store)
+        r"|\bValueError: host not found: (?:Name or service not known|Temporary failure in name resolution)",
+        0.75,
+        "the rendezvous store's host name does not resolve (a wrong MASTER_ADDR or DNS)",
+    ),
     _s(
         "tcpstore-connect",
         _C.RENDEZVOUS_ERROR,
@@ -1123,9 +1140,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "eaddrinuse",
         _C.RENDEZVOUS_ERROR,
-        "address already in use|eaddrinuse|failed to listen|binding port",
+        "address already in use|eaddrinuse|failed to listen|binding port|no address added",
         r"EADDRINUSE|errno: 98 - Address already in use|address already in use"
         r"|server socket has failed to listen on any local network address"
+        # gRPC's server (JAX's coordination service, TensorFlow's) binding a port another holds
+        r"|No address added out of total \d+ resolved for '\S+:\d+'"
         # LightGBM's network set-up (SynapseML, Dask) on a port another job holds
         r"|Network init call failed in LightGBM with error: Binding port \d+ failed",
         0.9,
@@ -1984,8 +2003,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "backend-not-built",
         _C.ENVIRONMENT_ERROR,
-        "built in",
-        r"Distributed package doesn't have (?:NCCL|MPI|Gloo|UCC) built in|\w+ is not built into this (?:torch|PyTorch)",
+        "built in|nccl is not available",
+        r"Distributed package doesn't have (?:NCCL|MPI|Gloo|UCC) built in|\w+ is not built into this (?:torch|PyTorch)"
+        # CuPy built without NCCL (ChainerMN's communicators need it)
+        r"|NCCL is not available\. Please confirm that NCCL is enabled in CuPy",
         0.9,
         "this PyTorch build lacks the distributed backend the job asks for",
     ),
@@ -2101,6 +2122,23 @@ SIGNATURES: tuple[Signature, ...] = (
         r"ModuleNotFoundError: No module named|^\S*python[\d.]*: No module named \S",
         0.7,
         "a Python package is missing",
+    ),
+    # a library's module without a name the code asks of it: the name came or went between
+    # versions (NumPy 1.24's `np.float`, an API a newer release added), so what is installed
+    # does not fit the code; not the script's own modules, whose names are its own business
+    _s(
+        "library-attribute-missing",
+        _C.ENVIRONMENT_ERROR,
+        "has no attribute",
+        r"AttributeError[^\w:]{0,3}:\s*\W{0,2}module '(?:"
+        r"torch|numpy|transformers|deepspeed|accelerate|peft|trl|megatron|apex|transformer_engine|modelopt"
+        r"|jax|jaxlib|flax|optax|tensorflow|keras|scipy|pandas|PIL|cv2|datasets|huggingface_hub|lightning"
+        r"|pytorch_lightning|torchvision|torchaudio|triton|bitsandbytes|xformers|flash_attn|vllm|nemo"
+        r"|ray|wandb|mmcv|mmengine|timm|diffusers|tokenizers|sklearn|numba|google\.protobuf|setuptools"
+        r"|pkg_resources|packaging|collections|distutils"
+        r")(?:\.[\w.]+)?' has no attribute '\w+'",
+        0.72,
+        "the installed library lacks a name the code uses (a version that does not fit)",
     ),
     _s(
         "import-error",
@@ -2229,8 +2267,10 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "safetensors-shared-tensors",
         _C.CHECKPOINT_ERROR,
-        "tensors share memory",
-        r"Some tensors share memory, this will lead to duplicate memory on disk",
+        "tensors share memory|shared tensors",
+        r"Some tensors share memory, this will lead to duplicate memory on disk"
+        # transformers' save_pretrained on tied weights its config does not declare
+        r"|The weights trying to be saved contained shared tensors",
         0.85,
         "the checkpoint could not be written: safetensors refuses tensors that share memory",
     ),
@@ -2370,11 +2410,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cuda-oom",
         _C.GPU_OOM,
-        "out of memory|outofmemory|memoryallocation|pt_devmem",
-        r"CUDA out of memory|OutOfMemoryError(?!: \w+ was killed due to the node)|\b(?:CUDA|HIP) error: out of memory"
+        "out of memory|outofmemory|memoryallocation|pt_devmem|cumemallocasync failed",
+        r"CUDA out of memory|(?<!Ray)OutOfMemoryError(?!: \w+ was killed due to the node)|\b(?:CUDA|HIP) error: out of memory"
         r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation|MODULE:PT_DEVMEM Allocation failed"
         r"|Cuda failure (?:\d+ )?'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
-        r"|Out of memory error on GPU \d+\. Cannot allocate",  # PaddlePaddle's ResourceExhaustedError
+        r"|Out of memory error on GPU \d+\. Cannot allocate"  # PaddlePaddle's ResourceExhaustedError
+        # XLA's asynchronous allocator, its size printed with thousands separators
+        r"|cuMemAllocAsync failed to allocate [\d,]+ bytes",
         0.95,
         "the GPU ran out of memory",
     ),
@@ -2623,7 +2665,8 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.NUMERICAL_INSTABILITY,
         # an infinite loss carries no "nan": its printed forms (`train_loss=inf`, `loss: -inf`)
         "nan|=inf|= inf|=-inf|= -inf|=+inf|:inf|: inf|:-inf|: -inf|: +inf|'inf|loss inf|loss -inf|loss +inf",
-        r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])\w*loss\w*'?\s*[:=]\s*'?[-+]?nan\b"
+        # a hyphenated name too (VideoChat's `video-loss: nan`)
+        r"loss (?:is|became|=) ?nan|\bnan loss\b|(?<![\w-])(?:[a-z]\w*-)?\w*loss\w*'?\s*[:=]\s*'?[-+]?nan\b"
         # not the starting value of a best-so-far or a loss scale (`best_val_loss: inf`)
         r"|(?<![\w-])(?!\w*(?:best|min|max|lowest|prev|init|scale|threshold))\w*loss\w*'?\s*[:=]\s*'?[-+]?inf\b"
         r"|(?<![\w-])(?:train |val |valid )?loss\s+[-+]?(?:nan|inf)\b(?!\s*(?:loss|is|was|when|in|at|after)\b)"
@@ -2720,6 +2763,27 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|DataLossError: corrupted record at \d+",
         0.75,
         "a data file is corrupt or truncated",
+    ),
+    # FFmpeg (through PyAV, decord, torchvision.io or OpenCV) on a video sample it cannot open: an
+    # MP4 cut short or empty has no index (`moov atom`), other damage is "invalid data"
+    _s(
+        "video-decode",
+        _C.DATA_PIPELINE_ERROR,
+        "moov atom|invalid data found|error opening|decorderror|invaliddataerror",
+        r"\bmoov atom not found|Invalid data found when processing input"
+        r"|video_reader\.cc:\d+: ERROR opening:|\bDECORDError\b|\bav\.error\.InvalidDataError\b",
+        0.75,
+        "a video sample FFmpeg cannot decode (an empty, truncated or corrupt file)",
+    ),
+    # OpenCV's FFmpeg reader gave up on a stream that stopped delivering: a video file read from
+    # a filesystem that stalls (a network filesystem under load), before the loader's own error
+    _s(
+        "video-read-stalled",
+        _C.STORAGE_ERROR,
+        "stream timeout triggered",
+        r"_opencv_ffmpeg_interrupt_callback Stream timeout triggered after \d+(?:\.\d+)? ms",
+        0.85,
+        "reading a video stalled until OpenCV gave up: the storage it is read from stopped answering",
     ),
     # DALI's GPU JPEG decoder on a file it cannot decode (nvJPEG's BAD_JPEG, JPEG_NOT_SUPPORTED)
     _s(

@@ -1,5 +1,7 @@
 """Failures no single log line shows, read from a sequence of lines: a training loss that jumps
-in the metric lines a trainer prints, and GPU peer-to-peer links that a P2P test measures broken.
+in the metric lines a trainer prints, steps that spend most of their time waiting for data, ranks
+whose timed-out collectives at one sequence number differ (a desync), and GPU peer-to-peer links
+that a P2P test measures broken.
 
 The taxonomy's `numerical_instability` covers a loss that "spiked", and in a pasted log a spike
 is often all there is: Megatron's `lm loss: 2.77E+00` rising to `7.34E+00` between two report
@@ -127,6 +129,139 @@ def _spike(value: float, before: deque[float]) -> str | None:
         f"the training loss spiked to {value:.4g}, {value / median:.1f}x the median {median:.4g} "
         f"of the {len(before)} value(s) before it"
     )
+
+
+#: A metric logger's step time and the part of it spent waiting for the next batch: the
+#: `time: 40.19  data: 38.06` of the MetricLogger that DeiT, MAE, BLIP and their descendants
+#: print, and mmengine's and detectron2's `time: 0.45  data_time: 0.02`. Both count the wait in
+#: the step time, so the share is their ratio.
+_DATA_WAIT_RE = re.compile(
+    r"(?<![\w.])time:\s*(?P<step>\d+(?:\.\d+)?)\s+data(?:_time)?:\s*(?P<data>\d+(?:\.\d+)?)(?![\w.])"
+)
+#: The iteration a metric line reports (`[  200/10175]`, `iter: 19`, `Iter [50/1000]`): the
+#: first one pays the workers' start-up, so its wait says nothing about the pipeline.
+_ITERATION_RE = re.compile(r"\[\s*(\d+)\s*/\s*\d+\]|\biter:\s*(\d+)")
+#: How many lines above its times a metric line's iteration may be (the line wrapped).
+_WRAPPED_LINES = 3
+#: The taxonomy's "step time dominated by data wait": more than half of a step spent waiting ...
+DATA_WAIT_MIN_SHARE = 0.5
+#: ... in a step long enough for the wait to matter (a 5 ms step's 3 ms wait is noise).
+DATA_WAIT_MIN_STEP_S = 0.1
+
+
+class DataWait:
+    """The share of each step a metric logger reports spent waiting for data.
+
+    `read` says so when a line past the first iteration shows a step dominated by the wait (the
+    input pipeline cannot keep up: too few or too slow workers, a slow filesystem); None
+    otherwise. Like a loss spike it is weak evidence: a named failure outranks it.
+    """
+
+    def __init__(self) -> None:
+        self._seen = False
+        self._lines = 0
+        # the newest iteration a line named, and on which line: a metric line wrapped in a
+        # pasted log keeps its iteration a line or two above its times
+        self._iteration: tuple[int, int] | None = None
+
+    def read(self, text: str) -> str | None:
+        self._lines += 1
+        if (("/" in text and "[" in text) or "iter:" in text) and (it := _ITERATION_RE.search(text)):
+            self._iteration = (int(it.group(1) or it.group(2)), self._lines)
+        m = _DATA_WAIT_RE.search(text) if "time" in text else None
+        if m is None:
+            return None
+        first, self._seen = not self._seen, True
+        iteration = None
+        if self._iteration is not None and self._lines - self._iteration[1] <= _WRAPPED_LINES:
+            iteration = self._iteration[0]
+        if iteration == 0 or (iteration is None and first):
+            return None
+        step, data = float(m.group("step")), float(m.group("data"))
+        if step < DATA_WAIT_MIN_STEP_S or data < DATA_WAIT_MIN_SHARE * step:
+            return None
+        at = "" if iteration is None else f" at iteration {iteration}"
+        return (
+            f"the input pipeline holds training back: {data:g} s of a {step:g} s step{at} "
+            f"({data / step:.0%}) waiting for data"
+        )
+
+
+#: NCCL's watchdog on a collective it timed out: the rank in its group, the collective's
+#: sequence number in that group, its kind and its size.
+_TIMED_OUT_WORK_RE = re.compile(
+    r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
+    r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?"
+)
+#: Collectives whose every rank passes the same kind and size: the ones where two ranks that
+#: disagree at one sequence number called different things (all-to-all, scatter, gather and
+#: point-to-point sizes differ by rank of their own accord).
+_SAME_ON_EVERY_RANK = frozenset(
+    {
+        "ALLREDUCE",
+        "BROADCAST",
+        "_BROADCAST_OOP",
+        "ALLGATHER",
+        "_ALLGATHER_BASE",
+        "REDUCE_SCATTER",
+        "_REDUCE_SCATTER_BASE",
+        "REDUCE",
+        "_REDUCE_OOP",
+        "BARRIER",
+    }
+)
+#: PyTorch's `[rank3]:[E918 19:29:24...` in front of its C++ log lines, wherever on the line.
+_C10D_RANK_RE = re.compile(r"\[rank(\d+)\]:\[[EWIF]\d")
+#: Sequence numbers remembered (a log of many timeouts keeps the newest).
+MAX_TIMED_OUT_WORKS = 64
+
+
+class TimedOutWorks:
+    """The collectives NCCL's watchdog timed out, by sequence number, on the default group.
+
+    Every rank numbers its group's collectives in the order it calls them, so two ranks that
+    time out at one number in different collectives (another kind, or another size of a
+    collective every rank sizes alike) called different things there: the training code took
+    a different path on each, and the hang is that desync, not the network. `read` says so at
+    the line that shows the second; None otherwise. Only where the line's rank in the group is
+    its launcher's global rank (`[rank3]:` ... `[Rank 3]`): another group numbers its own work.
+    """
+
+    def __init__(self) -> None:
+        self._works: dict[int, tuple[int, str, int | None]] = {}
+        self._told = False
+
+    def read(self, text: str, global_rank: int | None) -> str | None:
+        if self._told or "Watchdog caught" not in text:
+            return None
+        m = _TIMED_OUT_WORK_RE.search(text)
+        if global_rank is None and (g := _C10D_RANK_RE.search(text)):
+            global_rank = int(g.group(1))  # behind a progress bar's carriage-return update
+        if m is None or global_rank is None or int(m.group("rank")) != global_rank:
+            return None
+        op = m.group("op")
+        if op not in _SAME_ON_EVERY_RANK:
+            return None
+        seq, numel = int(m.group("seq")), None if m.group("numel") is None else int(m.group("numel"))
+        other = self._works.get(seq)
+        if other is None:
+            if len(self._works) >= MAX_TIMED_OUT_WORKS:
+                self._works.pop(next(iter(self._works)))
+            self._works[seq] = (global_rank, op, numel)
+            return None
+        rank, other_op, other_numel = other
+        if rank == global_rank or (other_op == op and (numel is None or other_numel in (None, numel))):
+            return None
+        self._told = True
+        return (
+            f"the ranks called different collectives at sequence number {seq}: rank {rank} a "
+            f"{_work(other_op, other_numel)}, rank {global_rank} a {_work(op, numel)} (a desync in "
+            "the training code: the others wait for a call that never comes)"
+        )
+
+
+def _work(op: str, numel: int | None) -> str:
+    return op if numel is None else f"{op} of {numel} element(s)"
 
 
 #: The matrices CUDA's p2pBandwidthLatencyTest prints, which users run when NCCL hangs or crawls

@@ -244,3 +244,65 @@ def test_a_progress_bar_written_to_a_file_is_read_update_by_update() -> None:
         f"Epoch 0:  {i}%|#| {i}/100 [00:0{i}<00:10, loss={0.9 + 0.01 * (i % 3):.2f}]" for i in range(60)
     ]
     assert _verdict(["\r".join(steady)]).category is Category.UNKNOWN
+
+
+METRIC = (
+    "Train Epoch: [0]  [{it:5d}/10175]  eta: 2 days, 11:04:48  lr: 0.000002  loss: 6.2285  "
+    "time: {step:.4f}  data: {data:.4f}  max mem: 10768"
+)
+MMENGINE = "Epoch(train) [1][{it:4d}/2000]  lr: 1.0e-04  eta: 0:40:00  time: {step:.4f}  data_time: {data:.4f}  loss: 1.2"
+
+
+def test_steps_spent_mostly_waiting_for_data_are_the_input_pipeline_but_the_first_iteration_is_not() -> None:
+    slow = [METRIC.format(it=it, step=40.19, data=38.06) for it in (200, 210)]
+    v = _verdict(slow)
+    assert v.category is Category.DATA_PIPELINE_ERROR and v.confidence < 0.7
+    assert "38.06 s of a 40.19 s step at iteration 200 (95%)" in v.summary
+    mm = [MMENGINE.format(it=it, step=0.9, data=0.7) for it in (50, 100)]
+    assert _verdict(mm).category is Category.DATA_PIPELINE_ERROR
+    # the workers' start-up at iteration 0, a fast pipeline, and a wait too short to matter
+    assert _verdict([METRIC.format(it=0, step=12.0, data=11.0)]).category is Category.UNKNOWN
+    fast = [METRIC.format(it=it, step=1.81, data=0.0076) for it in (10, 20, 30)]
+    assert _verdict(fast).category is Category.UNKNOWN
+    assert _verdict([MMENGINE.format(it=50, step=0.05, data=0.04)]).category is Category.UNKNOWN
+    # a metric line wrapped in a paste keeps its iteration a line above; without one, the first
+    # reading is taken for the start-up
+    wrapped = ["Train Epoch: [0]  [  200/10175]  eta: 2 days", "lr: 0.000002", "time: 40.1906  data: 38.0570"]
+    assert _verdict(wrapped).category is Category.DATA_PIPELINE_ERROR
+    assert _verdict(["time: 40.1906  data: 38.0570"]).category is Category.UNKNOWN
+    # any named failure outranks it
+    crash = slow + ["RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed."]
+    assert _verdict(crash).category is not Category.DATA_PIPELINE_ERROR or "killed" in _verdict(crash).summary
+
+
+def _timed_out(rank: int, seq: int, op: str, numel: int, prefix: str = "") -> str:
+    return (
+        f"{prefix}[rank{rank}]:[E918 19:29:24.436955737 ProcessGroupNCCL.cpp:689] [Rank {rank}] Watchdog caught "
+        f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
+        "Timeout(ms)=600000) ran for 600074 milliseconds before timing out."
+    )
+
+
+def test_ranks_timing_out_in_different_collectives_at_one_sequence_number_are_a_desync_in_the_code() -> None:
+    bar = "Train:  20%|##        | 375/1881 [3:40:16<14:52:25, 35.55s/it]"
+    for lines in (
+        [_timed_out(3, 7219, "BROADCAST", 64, prefix=bar), _timed_out(2, 7219, "BROADCAST", 24084544)],
+        [_timed_out(0, 3437, "ALLREDUCE", 4311252), _timed_out(1, 3437, "ALLREDUCE", 1)],
+        [_timed_out(5, 12, "_ALLGATHER_BASE", 100), _timed_out(1, 12, "ALLREDUCE", 100)],
+    ):
+        v = _verdict(lines)
+        assert v.category is Category.USER_CODE_ERROR, lines
+        assert "different collectives at sequence number" in v.summary
+        assert v.culprit.rank is None  # each reporter is one party of it
+    # the same collective on every rank is a plain timeout; sizes that differ by rank of their
+    # own accord (all-to-all), other sequence numbers, or another group's numbering are no desync
+    for lines in (
+        [_timed_out(r, 88, "ALLREDUCE", 4096) for r in range(4)],
+        [_timed_out(0, 216, "ALLTOALL_BASE", 1379328), _timed_out(1, 216, "ALLTOALL_BASE", 1572864)],
+        [_timed_out(0, 10, "ALLREDUCE", 5), _timed_out(1, 11, "ALLREDUCE", 7)],
+        [
+            _timed_out(0, 57, "ALLREDUCE", 32),
+            _timed_out(13, 57, "ALLREDUCE", 64).replace("[Rank 13]", "[Rank 1]"),
+        ],
+    ):
+        assert _verdict(lines).category is Category.COLLECTIVE_TIMEOUT, lines
