@@ -28,7 +28,14 @@ from triage.analyzers.log_signatures import (
     XID_RE,
     XID_TABLE,
 )
-from triage.analyzers.log_trends import SPIKE_STRENGTH, DataWait, LossTrend, P2PMatrices, TimedOutWorks
+from triage.analyzers.log_trends import (
+    DATA_WAIT_STRENGTH,
+    SPIKE_STRENGTH,
+    DataWait,
+    LossTrend,
+    P2PMatrices,
+    TimedOutWorks,
+)
 from triage.config import ConfigError
 from triage.taxonomy import DEFAULT_CONFIDENCE_THRESHOLD, Category, Layer
 from triage.verdict import Culprit, Evidence, Verdict
@@ -571,20 +578,21 @@ class LogClassifier:
                     symptom=True,
                     rank=rank,
                 )
-        if (waiting := self._data_wait.read(text)) and match is None:
-            match = LineMatch(
-                Category.DATA_PIPELINE_ERROR,
-                SPIKE_STRENGTH,
-                "data-wait-dominates",
-                waiting,
-                symptom=True,
-                rank=rank_prefix(text),
-            )
-        if (
-            match is not None
-            and match.signature == "nccl-watchdog-timeout"
-            and (desync := self._timed_out_works.read(text, rank_prefix(text)))
-        ):
+        if (waiting := self._data_wait.read(text)) is not None:
+            kind, description = waiting
+            if kind == "recovered":
+                # the wait was the workers' start-up, averaged into the first report
+                self._hits = [h for h in self._hits if h.match.signature != "data-wait-dominates"]
+            elif match is None:
+                match = LineMatch(
+                    Category.DATA_PIPELINE_ERROR,
+                    DATA_WAIT_STRENGTH,
+                    "data-wait-dominates",
+                    description,
+                    symptom=True,
+                    rank=rank_prefix(text),
+                )
+        if (desync := self._timed_out_works.read(text, rank_prefix(text))) is not None:
             # as sure as the launcher's own collective-mismatch check, and a cause: no reporter
             # is the culprit (each rank is one party of it)
             match = LineMatch(Category.USER_CODE_ERROR, 0.85, "collective-mismatch", desync)

@@ -969,7 +969,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # and submitit's "Caught signal SIGHUP on <host>: this job is preempted." (it requeues)
         r"node was preempted|this job is preempted|\b(?:job|cluster) (?:is|was|has been) preempted\b"
         # a scheduler's job state naming the job that took its place
-        r"|\b(?:JOB_STATE_)?KILLED: Preempted by\b|\bevent=task_preempted\b",
+        r"|\b(?:JOB_STATE_)?KILLED: Preempted by\b",
         0.85,
         "the scheduler preempted the job",
     ),
@@ -1090,12 +1090,23 @@ SIGNATURES: tuple[Signature, ...] = (
         "store-host-unresolvable",
         _C.RENDEZVOUS_ERROR,
         "gai error|host not found",
-        r"network addresses of \(\S+, \d+\) cannot be retrieved \(gai error: -[23] - "
+        r"(?<!IPv6 )network addresses of \(\S+, \d+\) cannot be retrieved \(gai error: -[23] - "
         r"(?:Name or service not known|Temporary failure in name resolution|No address associated)"
         # the older TCPStore's own words (torchrun's c10d backend creating the store)
         r"|\bValueError: host not found: (?:Name or service not known|Temporary failure in name resolution)",
         0.75,
         "the rendezvous store's host name does not resolve (a wrong MASTER_ADDR or DNS)",
+    ),
+    # ... its IPv6 lookup alone fails on every host without an IPv6 address (localhost, an IPv4
+    # literal) and c10d goes on over IPv4: a cause only where nothing else is said
+    _s(
+        "store-host-no-ipv6",
+        _C.RENDEZVOUS_ERROR,
+        "gai error",
+        r"IPv6 network addresses of \(\S+, \d+\) cannot be retrieved \(gai error: -[23] - ",
+        0.5,
+        "the rendezvous store's host has no IPv6 address (harmless where IPv4 reaches it)",
+        symptom=True,
     ),
     _s(
         "tcpstore-connect",
@@ -1143,12 +1154,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "address already in use|eaddrinuse|failed to listen|binding port|no address added",
         r"EADDRINUSE|errno: 98 - Address already in use|address already in use"
         r"|server socket has failed to listen on any local network address"
-        # gRPC's server (JAX's coordination service, TensorFlow's) binding a port another holds
-        r"|No address added out of total \d+ resolved for '\S+:\d+'"
+        # gRPC's server (JAX's coordination service, TensorFlow's) binding a port another holds,
+        # or an address that is not this host's
+        r"|No address added out of total \d+ resolved"
         # LightGBM's network set-up (SynapseML, Dask) on a port another job holds
         r"|Network init call failed in LightGBM with error: Binding port \d+ failed",
         0.9,
-        "the rendezvous port is already in use",
+        "the rendezvous port could not be bound (already in use, or an address not this host's)",
     ),
     # gloo's rendezvous waits on a store for its peers' addresses (Horovod's HTTP store, torch's
     # TCPStore): "Wait timeout after 30 seconds for key(s): 0"
@@ -2132,11 +2144,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "has no attribute",
         r"AttributeError[^\w:]{0,3}:\s*\W{0,2}module '(?:"
         r"torch|numpy|transformers|deepspeed|accelerate|peft|trl|megatron|apex|transformer_engine|modelopt"
-        r"|jax|jaxlib|flax|optax|tensorflow|keras|scipy|pandas|PIL|cv2|datasets|huggingface_hub|lightning"
+        r"|jax|jaxlib|flax|optax|tensorflow|keras|scipy|pandas|PIL|cv2|huggingface_hub|lightning"
         r"|pytorch_lightning|torchvision|torchaudio|triton|bitsandbytes|xformers|flash_attn|vllm|nemo"
-        r"|ray|wandb|mmcv|mmengine|timm|diffusers|tokenizers|sklearn|numba|google\.protobuf|setuptools"
-        r"|pkg_resources|packaging|collections|distutils"
-        r")(?:\.[\w.]+)?' has no attribute '\w+'",
+        r"|ray|wandb|mmcv|mmengine|timm|diffusers|tokenizers|sklearn|numba|google\.protobuf"
+        r"|pkg_resources|collections|distutils"
+        r")(?:\.[\w.]+)?' has no attribute '\w+'"
+        # two OpenCV packages installed over each other import each other's half
+        r"|AttributeError: partially initialized module 'cv2' has no attribute",
         0.72,
         "the installed library lacks a name the code uses (a version that does not fit)",
     ),
@@ -2765,15 +2779,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "a data file is corrupt or truncated",
     ),
     # FFmpeg (through PyAV, decord, torchvision.io or OpenCV) on a video sample it cannot open: an
-    # MP4 cut short or empty has no index (`moov atom`), other damage is "invalid data"
+    # MP4 cut short or empty has no index (`moov atom`), other damage is "invalid data". Loaders
+    # often skip such a sample and train on, so it decides only where nothing else is said
     _s(
         "video-decode",
         _C.DATA_PIPELINE_ERROR,
-        "moov atom|invalid data found|error opening|decorderror|invaliddataerror",
-        r"\bmoov atom not found|Invalid data found when processing input"
-        r"|video_reader\.cc:\d+: ERROR opening:|\bDECORDError\b|\bav\.error\.InvalidDataError\b",
-        0.75,
+        "moov atom|invalid data found|invaliddataerror",
+        r"\bmoov atom not found|Invalid data found when processing input|\bav\.error\.InvalidDataError\b",
+        0.6,
         "a video sample FFmpeg cannot decode (an empty, truncated or corrupt file)",
+        symptom=True,
     ),
     # OpenCV's FFmpeg reader gave up on a stream that stopped delivering: a video file read from
     # a filesystem that stalls (a network filesystem under load), before the loader's own error

@@ -133,43 +133,57 @@ def _spike(value: float, before: deque[float]) -> str | None:
 
 #: A metric logger's step time and the part of it spent waiting for the next batch: the
 #: `time: 40.19  data: 38.06` of the MetricLogger that DeiT, MAE, BLIP and their descendants
-#: print, and mmengine's and detectron2's `time: 0.45  data_time: 0.02`. Both count the wait in
-#: the step time, so the share is their ratio.
+#: print, mmengine's and detectron2's `time: 0.45  data_time: 0.02` (mmcv 1.x with commas),
+#: YOLOX's `iter_time: 0.404s, data_time: 0.325s` and PyTorch's ImageNet example's
+#: `Time 0.330 (21.103)  Data 0.212 (20.811)`. Each counts the wait in the step time, so the
+#: share is their ratio.
 _DATA_WAIT_RE = re.compile(
-    r"(?<![\w.])time:\s*(?P<step>\d+(?:\.\d+)?)\s+data(?:_time)?:\s*(?P<data>\d+(?:\.\d+)?)(?![\w.])"
+    r"(?<![\w.])(?:iter_)?time:?\s*(?P<step>\d+(?:\.\d+)?)s?(?:\s*\([^)]*\))?,?\s+"
+    r"data(?:_time)?:?\s*(?P<data>\d+(?:\.\d+)?)s?(?![\w.])",
+    re.IGNORECASE,
 )
 #: The iteration a metric line reports (`[  200/10175]`, `iter: 19`, `Iter [50/1000]`): the
 #: first one pays the workers' start-up, so its wait says nothing about the pipeline.
 _ITERATION_RE = re.compile(r"\[\s*(\d+)\s*/\s*\d+\]|\biter:\s*(\d+)")
+#: Lines of an evaluation loop, whose cheap steps wait on data by nature.
+_EVALUATION_RE = re.compile(
+    r"\b(?:Test|Eval\w*|Valid\w*|Epoch\((?:val|test)\))\b|\b(?:val|test)_", re.IGNORECASE
+)
 #: How many lines above its times a metric line's iteration may be (the line wrapped).
 _WRAPPED_LINES = 3
 #: The taxonomy's "step time dominated by data wait": more than half of a step spent waiting ...
 DATA_WAIT_MIN_SHARE = 0.5
 #: ... in a step long enough for the wait to matter (a 5 ms step's 3 ms wait is noise).
 DATA_WAIT_MIN_STEP_S = 0.1
+#: Weaker than a loss spike: a slow pipeline is as often the symptom of something else (a host
+#: short of memory, a filesystem) as a failure of its own; any other line outranks it.
+DATA_WAIT_STRENGTH = 0.5
 
 
 class DataWait:
-    """The share of each step a metric logger reports spent waiting for data.
+    """The share of each training step a metric logger reports spent waiting for data.
 
-    `read` says so when a line past the first iteration shows a step dominated by the wait (the
-    input pipeline cannot keep up: too few or too slow workers, a slow filesystem); None
-    otherwise. Like a loss spike it is weak evidence: a named failure outranks it.
+    `read` says "dominated" (with what it shows) when a line past the first iteration shows a
+    step dominated by the wait (the input pipeline cannot keep up: too few or too slow
+    workers, a slow filesystem), "recovered" when a later line shows it no longer is (a
+    logger's first report after start-up still averages in the workers' start), None
+    otherwise.
     """
 
     def __init__(self) -> None:
         self._seen = False
         self._lines = 0
+        self._dominated = False
         # the newest iteration a line named, and on which line: a metric line wrapped in a
         # pasted log keeps its iteration a line or two above its times
         self._iteration: tuple[int, int] | None = None
 
-    def read(self, text: str) -> str | None:
+    def read(self, text: str) -> tuple[str, str] | None:
         self._lines += 1
         if (("/" in text and "[" in text) or "iter:" in text) and (it := _ITERATION_RE.search(text)):
             self._iteration = (int(it.group(1) or it.group(2)), self._lines)
-        m = _DATA_WAIT_RE.search(text) if "time" in text else None
-        if m is None:
+        m = _DATA_WAIT_RE.search(text) if ("time" in text or "Time" in text) else None
+        if m is None or _EVALUATION_RE.search(text):
             return None
         first, self._seen = not self._seen, True
         iteration = None
@@ -178,10 +192,18 @@ class DataWait:
         if iteration == 0 or (iteration is None and first):
             return None
         step, data = float(m.group("step")), float(m.group("data"))
+        if data > step:
+            return None  # not the two numbers this reads: the wait is part of the step
         if step < DATA_WAIT_MIN_STEP_S or data < DATA_WAIT_MIN_SHARE * step:
+            if self._dominated:
+                self._dominated = False
+                return "recovered", f"{data:g} s of a {step:g} s step"
             return None
+        if self._dominated:
+            return None
+        self._dominated = True
         at = "" if iteration is None else f" at iteration {iteration}"
-        return (
+        return "dominated", (
             f"the input pipeline holds training back: {data:g} s of a {step:g} s step{at} "
             f"({data / step:.0%}) waiting for data"
         )
@@ -193,6 +215,11 @@ _TIMED_OUT_WORK_RE = re.compile(
     r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
     r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?"
 )
+#: The process group a watchdog line is about: `[PG 0 Rank 1]` (older) or `[PG ID 0 PG GUID
+#: 0(default_pg) Rank 3]`, on the timeout's own line or on the one after it that names the same
+#: work (`... at work: 3437`, `... at work sequence id: 7219`).
+_GROUP_RE = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID [^\]]*?)? Rank (?P<rank>\d+)\]")
+_AT_WORK_RE = re.compile(r"at work(?: sequence id)?: (?P<seq>\d+)")
 #: Collectives whose every rank passes the same kind and size: the ones where two ranks that
 #: disagree at one sequence number called different things (all-to-all, scatter, gather and
 #: point-to-point sizes differ by rank of their own accord).
@@ -212,52 +239,90 @@ _SAME_ON_EVERY_RANK = frozenset(
 )
 #: PyTorch's `[rank3]:[E918 19:29:24...` in front of its C++ log lines, wherever on the line.
 _C10D_RANK_RE = re.compile(r"\[rank(\d+)\]:\[[EWIF]\d")
-#: Sequence numbers remembered (a log of many timeouts keeps the newest).
+#: Timed-out works remembered (a log of many timeouts keeps the newest).
 MAX_TIMED_OUT_WORKS = 64
 
 
+@dataclass
+class _Work:
+    rank: int
+    seq: int
+    op: str
+    numel: int | None
+    group: str | None = None
+
+
 class TimedOutWorks:
-    """The collectives NCCL's watchdog timed out, by sequence number, on the default group.
+    """The collectives NCCL's watchdog timed out, by process group and sequence number.
 
     Every rank numbers its group's collectives in the order it calls them, so two ranks that
-    time out at one number in different collectives (another kind, or another size of a
-    collective every rank sizes alike) called different things there: the training code took
-    a different path on each, and the hang is that desync, not the network. `read` says so at
-    the line that shows the second; None otherwise. Only where the line's rank in the group is
-    its launcher's global rank (`[rank3]:` ... `[Rank 3]`): another group numbers its own work.
+    time out at one number of one group in different collectives (another kind, or another
+    size of a collective every rank sizes alike) called different things there: the training
+    code took a different path on each, and the hang is that desync, not the network. `read`
+    says so at the line that shows it; None otherwise. Only where both lines' group is known
+    (the watchdog names it on the timeout's line or the next): another group (a tensor- or
+    pipeline-parallel one) numbers its own work, so equal numbers there mean nothing.
     """
 
     def __init__(self) -> None:
-        self._works: dict[int, tuple[int, str, int | None]] = {}
+        self._works: list[_Work] = []
         self._told = False
 
     def read(self, text: str, global_rank: int | None) -> str | None:
-        if self._told or "Watchdog caught" not in text:
+        if self._told or ("Watchdog caught" not in text and "PG " not in text):
             return None
-        m = _TIMED_OUT_WORK_RE.search(text)
         if global_rank is None and (g := _C10D_RANK_RE.search(text)):
             global_rank = int(g.group(1))  # behind a progress bar's carriage-return update
-        if m is None or global_rank is None or int(m.group("rank")) != global_rank:
-            return None
-        op = m.group("op")
-        if op not in _SAME_ON_EVERY_RANK:
-            return None
-        seq, numel = int(m.group("seq")), None if m.group("numel") is None else int(m.group("numel"))
-        other = self._works.get(seq)
-        if other is None:
+        group = _GROUP_RE.search(text)
+        m = _TIMED_OUT_WORK_RE.search(text)
+        if m is not None:
+            if m.group("op") not in _SAME_ON_EVERY_RANK:
+                return None
+            numel = m.group("numel")
+            work = _Work(
+                int(m.group("rank")),
+                int(m.group("seq")),
+                m.group("op"),
+                None if numel is None else int(numel),
+            )
+            if group is not None and int(group.group("rank")) == work.rank:
+                work.group = group.group("pg")
             if len(self._works) >= MAX_TIMED_OUT_WORKS:
-                self._works.pop(next(iter(self._works)))
-            self._works[seq] = (global_rank, op, numel)
+                self._works.pop(0)
+            self._works.append(work)
+            return self._mismatch(work)
+        if group is not None and (at := _AT_WORK_RE.search(text)):
+            # the line after a timeout, naming its group: the newest work of that rank and number
+            for work in reversed(self._works):
+                if (
+                    work.group is None
+                    and work.rank == int(group.group("rank"))
+                    and work.seq == int(at.group("seq"))
+                ):
+                    work.group = group.group("pg")
+                    return self._mismatch(work)
+        return None
+
+    def _mismatch(self, work: _Work) -> str | None:
+        if work.group is None:
             return None
-        rank, other_op, other_numel = other
-        if rank == global_rank or (other_op == op and (numel is None or other_numel in (None, numel))):
-            return None
-        self._told = True
-        return (
-            f"the ranks called different collectives at sequence number {seq}: rank {rank} a "
-            f"{_work(other_op, other_numel)}, rank {global_rank} a {_work(op, numel)} (a desync in "
-            "the training code: the others wait for a call that never comes)"
-        )
+        for other in self._works:
+            if (
+                other is work
+                or other.group != work.group
+                or other.seq != work.seq
+                or other.rank == work.rank
+                or (other.op == work.op and (work.numel is None or other.numel in (None, work.numel)))
+            ):
+                continue
+            self._told = True
+            return (
+                f"the ranks called different collectives at sequence number {work.seq} of process group "
+                f"{work.group}: rank {other.rank} a {_work(other.op, other.numel)}, rank {work.rank} a "
+                f"{_work(work.op, work.numel)} (a desync in the training code: the others wait for a call that "
+                "never comes)"
+            )
+        return None
 
 
 def _work(op: str, numel: int | None) -> str:

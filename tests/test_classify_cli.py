@@ -2,6 +2,7 @@
 
 import io
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -65,6 +66,36 @@ def test_binary_empty_and_missing_input(tmp_path, capsys):
     assert records["nope.log"]["category"] == "unknown" and "error" in records["nope.log"]
     assert records[ECC.name]["category"] == "gpu_memory_error"
     assert "nope.log" in captured.err
+
+
+def test_a_log_with_a_crashs_nul_padding_or_in_utf16_is_read_and_random_bytes_are_not(tmp_path, capsys):
+    traceback = (
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "train.py", line 3, in <module>\n'
+        "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    logs = {
+        # a node that crashed mid-write leaves NUL blocks where the last writes never landed
+        "padded_end.log": traceback.encode() + b"\0" * 4096,
+        "padded_start.log": b"\0" * 9000 + traceback.encode(),
+        "stray_nul.log": traceback.replace("Traceback", "Trace\0back").encode(),
+        # Windows PowerShell's `>` writes UTF-16 with a byte order mark; without one, too
+        "powershell.log": traceback.encode("utf-16"),
+        "utf16le.log": traceback.encode("utf-16-le"),
+        "random.bin": random.Random(7).randbytes(20000),
+    }
+    for name, data in logs.items():
+        (tmp_path / name).write_bytes(data)
+    assert main(["classify", "--json", *(str(tmp_path / n) for n in logs)]) == 0
+    records = {Path(r["file"]).name: r for r in _json_lines(capsys.readouterr().out)}
+    for name in logs:
+        if name == "random.bin":
+            assert records[name]["category"] == "unknown" and "binary" in records[name]["summary"]
+            continue
+        rec = records[name]
+        assert (rec["category"], rec["culprit"]["rank"]) == ("cuda_error", 2), name
+        assert rec["evidence"][0]["line"] == 3, name
+        assert "\0" not in rec["evidence"][0]["text"]
 
 
 def test_long_lines_and_invalid_utf8_are_streamed(tmp_path, capsys):
@@ -228,7 +259,7 @@ def test_a_directory_of_binaries_and_one_that_cannot_be_listed_are_reported(tmp_
 
     binaries = tmp_path / "cores"
     binaries.mkdir()
-    (binaries / "core.1").write_bytes(b"\0\0ELF")
+    (binaries / "core.1").write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\x04\0\x3e\0\x01")
     assert main(["classify", "--json", str(binaries)]) == 0
     (rec,) = _json_lines(capsys.readouterr().out)
     assert rec["category"] == "unknown" and "holds no text log" in rec["summary"]

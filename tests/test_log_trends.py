@@ -275,34 +275,49 @@ def test_steps_spent_mostly_waiting_for_data_are_the_input_pipeline_but_the_firs
     assert _verdict(crash).category is not Category.DATA_PIPELINE_ERROR or "killed" in _verdict(crash).summary
 
 
-def _timed_out(rank: int, seq: int, op: str, numel: int, prefix: str = "") -> str:
-    return (
+def _timed_out(rank: int, seq: int, op: str, numel: int, prefix: str = "", pg: str | None = "0") -> list[str]:
+    lines = [
         f"{prefix}[rank{rank}]:[E918 19:29:24.436955737 ProcessGroupNCCL.cpp:689] [Rank {rank}] Watchdog caught "
         f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
         "Timeout(ms)=600000) ran for 600074 milliseconds before timing out."
-    )
+    ]
+    if pg is not None:  # the watchdog's next line names the group the work belongs to
+        lines.append(
+            f"[rank{rank}]:[E918 19:29:24.440481846 ProcessGroupNCCL.cpp:2303] [PG ID {pg} PG GUID {pg}(default_pg) "
+            f"Rank {rank}]  failure detected by watchdog at work sequence id: {seq} PG status: last enqueued "
+            f"work: {seq + 1}, last completed work: {seq - 1}"
+        )
+    return lines
 
 
 def test_ranks_timing_out_in_different_collectives_at_one_sequence_number_are_a_desync_in_the_code() -> None:
     bar = "Train:  20%|##        | 375/1881 [3:40:16<14:52:25, 35.55s/it]"
     for lines in (
-        [_timed_out(3, 7219, "BROADCAST", 64, prefix=bar), _timed_out(2, 7219, "BROADCAST", 24084544)],
-        [_timed_out(0, 3437, "ALLREDUCE", 4311252), _timed_out(1, 3437, "ALLREDUCE", 1)],
-        [_timed_out(5, 12, "_ALLGATHER_BASE", 100), _timed_out(1, 12, "ALLREDUCE", 100)],
+        _timed_out(3, 7219, "BROADCAST", 64, prefix=bar) + _timed_out(2, 7219, "BROADCAST", 24084544),
+        _timed_out(0, 3437, "ALLREDUCE", 4311252) + _timed_out(1, 3437, "ALLREDUCE", 1),
+        _timed_out(5, 12, "_ALLGATHER_BASE", 100, pg="2") + _timed_out(1, 12, "ALLREDUCE", 100, pg="2"),
+        # the older form names the group on the timeout's own line
+        [
+            "[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Process group watchdog thread terminated with "
+            "exception: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, "
+            "NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600002 milliseconds before timing out.",
+            "[rank1]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 1] Process group watchdog thread terminated with "
+            "exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST, "
+            "NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600002 milliseconds before timing out.",
+        ],
     ):
         v = _verdict(lines)
         assert v.category is Category.USER_CODE_ERROR, lines
         assert "different collectives at sequence number" in v.summary
         assert v.culprit.rank is None  # each reporter is one party of it
     # the same collective on every rank is a plain timeout; sizes that differ by rank of their
-    # own accord (all-to-all), other sequence numbers, or another group's numbering are no desync
+    # own accord (all-to-all), other sequence numbers, another group's numbering (a
+    # tensor-parallel group's rank 1 is often global rank 1 too), or groups not named
     for lines in (
-        [_timed_out(r, 88, "ALLREDUCE", 4096) for r in range(4)],
-        [_timed_out(0, 216, "ALLTOALL_BASE", 1379328), _timed_out(1, 216, "ALLTOALL_BASE", 1572864)],
-        [_timed_out(0, 10, "ALLREDUCE", 5), _timed_out(1, 11, "ALLREDUCE", 7)],
-        [
-            _timed_out(0, 57, "ALLREDUCE", 32),
-            _timed_out(13, 57, "ALLREDUCE", 64).replace("[Rank 13]", "[Rank 1]"),
-        ],
+        [line for r in range(4) for line in _timed_out(r, 88, "ALLREDUCE", 4096)],
+        _timed_out(0, 216, "ALLTOALL_BASE", 1379328) + _timed_out(1, 216, "ALLTOALL_BASE", 1572864),
+        _timed_out(0, 10, "ALLREDUCE", 5) + _timed_out(1, 11, "ALLREDUCE", 7),
+        _timed_out(0, 3, "ALLREDUCE", 1) + _timed_out(1, 3, "_ALLGATHER_BASE", 19008, pg="3"),
+        _timed_out(0, 3, "ALLREDUCE", 1, pg=None) + _timed_out(1, 3, "_ALLGATHER_BASE", 19008, pg=None),
     ):
         assert _verdict(lines).category is Category.COLLECTIVE_TIMEOUT, lines

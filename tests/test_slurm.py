@@ -239,3 +239,43 @@ def test_an_unmodified_torchrun_script_runs_across_the_nodes_and_a_killed_rank_i
     assert first["verdict"]["culprit"]["rank"] == 1, first["verdict"]
     assert first["verdict"]["culprit"]["node"] == _rank_node(tmp_path, "slurm-plain", attempt=0, rank=1)
     assert _ranks(tmp_path, "slurm-plain") == {0: ["node0", "node1"], 1: ["node0", "node1"]}
+
+
+def test_a_job_cancelled_in_slurm_stays_cancelled_and_one_past_its_time_limit_is_not_requeued(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path,
+):
+    """Both end with the SIGTERM a preemption notice sends; neither may be requeued: a scancel
+    is the user's (requeueing it would undo it), and Slurm requeues no job past its limit."""
+    train = _train(400, "slow@step=1,rank=0,seconds=0.4")  # ~160 s: past a 1-minute limit
+    cancelled, limited = tmp_path / "cancel.out", tmp_path / "limit.out"
+    cancel_job = slurm_cluster.sbatch(
+        _script(tmp_path / "c", "slurm-cancel", train, sbatch="-N1 --requeue --open-mode=append"),
+        "-o",
+        str(cancelled),
+    )
+    limit_job = slurm_cluster.sbatch(
+        _script(tmp_path / "l", "slurm-limit", train, sbatch="-N1 -t 1 --requeue --open-mode=append"),
+        "-o",
+        str(limited),
+    )
+    slurm_cluster.wait_until(
+        "step 3 in the store", lambda: _max_step(tmp_path / "c", "slurm-cancel") >= 3, 120
+    )
+    slurm_cluster.run("scancel", cancel_job)
+    slurm_cluster.wait_job(cancel_job, ("CANCELLED",), 60)
+    slurm_cluster.wait_job(limit_job, ("TIMEOUT",), 150)
+    time.sleep(8)  # a requeue (cred_expire is 5 s) would show by now
+    assert slurm_cluster.job_field(cancel_job, "Restarts") == "0", cancelled.read_text()[-3000:]
+    assert slurm_cluster.job_field(cancel_job, "JobState") == "CANCELLED"
+    text = cancelled.read_text()
+    assert "the job was cancelled in Slurm" in text and "not requeueing it" in text, text[-3000:]
+    assert "requeued as Slurm job" not in text
+    with open_snapshot(tmp_path / "c") as snap:
+        runs = snap.sql("SELECT status, reason FROM runs WHERE job_id = 'slurm-cancel'")
+    assert {r["status"] for r in runs} == {"running", "interrupted"}, runs  # its start, its end
+    assert any("cancelled in Slurm" in (r["reason"] or "") for r in runs)
+    assert slurm_cluster.job_field(limit_job, "Restarts") == "0"
+    text = limited.read_text()
+    assert "Slurm's time limit ended the job" in text and "submit it again" in text, text[-3000:]
+    assert "Slurm refused" not in text and "SlurmError" not in text

@@ -3,7 +3,8 @@ failure taxonomy, without a store: root cause, culprit rank/node/GPU, evidence l
 
 `-` reads standard input. Files are streamed line by line, so multi-GB logs are fine. Rotated
 and copied logs come compressed: gzip, bzip2 and xz files (and stdin) are read as the text they
-hold, told by their first bytes, not their names. A directory stands for every file under it
+hold, told by their first bytes, not their names; a UTF-16 log (PowerShell's `>`) is read as
+such, and the NUL blocks a crash leaves in a file are dropped. A directory stands for every file under it
 (a torchrun `--log-dir`, a folder of Slurm outputs), one verdict per file; the binary files
 found there (core dumps, checkpoints) are skipped and counted, not reported one by one.
 Exit codes: 0 every file was classified (even as `unknown`), 2 a path is missing or unreadable,
@@ -35,8 +36,14 @@ from triage.verdict import Verdict
 EXIT_OK, EXIT_USAGE = 0, 2
 #: A line longer than this is read in pieces: one huge line must not be loaded whole.
 MAX_LINE_BYTES = 1 << 16
-#: Bytes sniffed for NUL to tell a binary file from a log.
+#: Consequences listed in the terminal; --json has all the verdict keeps.
+_CONSEQUENCES_SHOWN = 5
+#: Bytes sniffed to tell a binary file from a log.
 SNIFF_BYTES = 8192
+#: Control bytes a text log holds (tabs, line ends, a form feed, a backspace, colour escapes).
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x0b\x0c\x08\x1b")
+#: Past this share of other control bytes (NULs aside), the bytes are no text.
+_MAX_CONTROL_SHARE = 0.05
 
 
 #: Compressed forms a log is found in (gzip, bzip2, xz), by magic bytes long enough that no text
@@ -174,16 +181,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, LogClassifierConfig)
 
 
+def _looks_binary(head: bytes) -> bool:
+    """Whether the first bytes are no text: control bytes a log never holds, NULs aside. A log
+    a crash cut short is padded with NUL blocks where its last writes never landed, and a
+    rank's output may carry a stray NUL: those are dropped, not taken for a binary file."""
+    if head.startswith(b"\x7fELF"):
+        return True
+    body = head.replace(b"\0", b"")
+    controls = sum(1 for b in body if (b < 0x20 and b not in _TEXT_CONTROLS) or b == 0x7F)
+    return controls > _MAX_CONTROL_SHARE * len(body)
+
+
+def _utf16(head: bytes) -> str | None:
+    """The codec of a UTF-16 log (Windows PowerShell's `>` writes one), else None: by its byte
+    order mark, or by ASCII text with every other byte NUL."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    even, odd = head[0::2], head[1::2]
+    if len(head) >= 16 and odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+        return "utf-16-le"
+    if len(head) >= 16 and even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+        return "utf-16-be"
+    return None
+
+
 def _lines(stream: IO[bytes], head: bytes) -> Iterator[str]:
     """Lines of at most MAX_LINE_BYTES (the rest of a longer line is skipped, so line numbers
-    stay right and memory stays bounded)."""
+    stay right and memory stays bounded), without NUL bytes."""
     data = head + stream.readline(MAX_LINE_BYTES)
     while data:
-        yield data.decode("utf-8", errors="replace")
+        yield data.replace(b"\0", b"").decode("utf-8", errors="replace")
         tail = data
         while not tail.endswith(b"\n") and tail:
             tail = stream.readline(MAX_LINE_BYTES)
         data = stream.readline(MAX_LINE_BYTES)
+
+
+def _text_lines(text: IO[str]) -> Iterator[str]:
+    """`_lines` for a stream decoded already: lines of at most MAX_LINE_BYTES characters."""
+    line = text.readline(MAX_LINE_BYTES)
+    while line:
+        yield line.replace("\0", "")
+        while not line.endswith("\n") and line:
+            line = text.readline(MAX_LINE_BYTES)
+        line = text.readline(MAX_LINE_BYTES)
 
 
 def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> LogRead:
@@ -198,17 +239,26 @@ def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> L
         raise OSError(str(guarded.error)) from guarded.error
     if not head:
         return LogRead(Verdict(Category.UNKNOWN, 0.0, f"{name} is empty: nothing to classify"))
-    if b"\0" in head:
-        summary = f"{name} looks binary (NUL bytes), not a text log: nothing classified"
-        return LogRead(Verdict(Category.UNKNOWN, 0.0, summary), binary=True)
     classifier = LogClassifier(name, config)
+    if (codec := _utf16(head)) is not None:
+        text = io.TextIOWrapper(io.BufferedReader(_Rejoined(head, stream)), encoding=codec, errors="replace")
+        classifier.feed_all(_text_lines(text))
+        return _finished(classifier, guarded, name)
+    if _looks_binary(head):
+        summary = f"{name} looks binary (control bytes no log holds), not a text log: nothing classified"
+        return LogRead(Verdict(Category.UNKNOWN, 0.0, summary), binary=True)
     # Hand the sniffed bytes back to the line reader: whole lines now, the partial last one is
     # completed by the next read.
     cut = head.rfind(b"\n") + 1
     # split on newlines only, as the reader below does (and as `grep -n` numbers lines): a
     # carriage return inside a line is a progress bar's update, not a new line
-    classifier.feed_all(head[:cut].decode("utf-8", errors="replace").split("\n")[:-1])
+    classifier.feed_all(head[:cut].replace(b"\0", b"").decode("utf-8", errors="replace").split("\n")[:-1])
     classifier.feed_all(_lines(stream, head[cut:]))
+    return _finished(classifier, guarded, name)
+
+
+def _finished(classifier: LogClassifier, guarded: _Guarded, name: str) -> LogRead:
+    """The verdict of what was read, with why the read broke off where it did."""
     if guarded.error is None:
         return LogRead(classifier.verdict())
     error = (
@@ -261,8 +311,12 @@ def _print_human(console: Any, record: dict[str, Any]) -> None:
             ev.add_row(str(e["line"]), Text(e["text"]))
         console.print(ev)
     if record["consequences"]:
-        console.print(f"[dim]consequences ({len(record['consequences'])} shown):[/]")
-        for c in record["consequences"][:5]:
+        shown = record["consequences"][:_CONSEQUENCES_SHOWN]
+        more = len(record["consequences"]) - len(shown)
+        console.print(
+            f"[dim]consequences{f' (first {len(shown)} of {len(shown) + more}; --json lists them)' if more else ''}:[/]"
+        )
+        for c in shown:
             console.print("  " + c, style="dim", markup=False, highlight=False)
 
 

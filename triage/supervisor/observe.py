@@ -193,6 +193,20 @@ def read_attempt_progress(
     )
 
 
+_REPORTING_SQL = """
+SELECT DISTINCT rank FROM heartbeats
+WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt AND rank IS NOT NULL
+"""
+
+
+def read_reporting_ranks(data_dir: Path, job_id: str, run_id: str, attempt: int) -> set[int]:
+    """The ranks of an attempt whose hooks have sent a heartbeat: where the ranks run on other
+    nodes (a Slurm step's), the only list of them this process has."""
+    params = {"job": job_id, "run": run_id, "attempt": attempt}
+    with open_snapshot(data_dir) as snap:
+        return {int(r) for (r,) in snap.con.execute(_REPORTING_SQL, params).fetchall()}
+
+
 _EXITS_SQL = """
 SELECT rank, kind, time, json_extract(detail, '$.exit_code') AS code FROM events
 WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt

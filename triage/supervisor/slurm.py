@@ -156,12 +156,52 @@ def agent_command(agent_argv: Sequence[str], node: str) -> list[str]:
 
 
 def cancel_steps(job_id: str, name: str, signal: str = "KILL") -> list[str]:
-    """Signal the job's steps called `name`; the step ids signalled."""
+    """Signal the job's steps called `name`; the step ids signalled (a step that ended between
+    the listing and the signal is no error: it is what the signal was for)."""
     out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"])
     steps = [line.split()[0] for line in out.splitlines() if line.split()[1:2] == [name]]
     for step in steps:
-        _run(["scancel", f"--signal={signal}", step] if signal != "KILL" else ["scancel", step])
+        try:
+            _run(["scancel", f"--signal={signal}", step] if signal != "KILL" else ["scancel", step])
+        except SlurmError as exc:
+            if "Invalid job id" not in str(exc) and "already completing or completed" not in str(exc):
+                raise
     return steps
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Why Slurm sent the job SIGTERM, as its controller tells it: the job runs on past a
+    notice (`--signal=B:TERM@N` before the time limit, `scancel --signal=TERM`: it can
+    checkpoint and be requeued), or Slurm is ending it now (its state COMPLETING): at its
+    time limit (Reason=TimeLimit; Slurm requeues no job past its limit), or cancelled
+    (`scancel`, an administrator), which Triage must not undo. A preemption (PREEMPTED) is
+    requeued as ever."""
+
+    kind: str  # "notice", "time_limit" or "cancelled"
+    state: str
+    reason: str
+
+    def describe(self) -> str:
+        said = f"JobState={self.state} Reason={self.reason}"
+        if self.kind == "time_limit":
+            return f"Slurm's time limit ended the job ({said})"
+        if self.kind == "cancelled":
+            return f"the job was cancelled in Slurm ({said}: scancel, or an administrator)"
+        return f"Slurm sent the job SIGTERM and lets it run on ({said}: --signal before its time limit, or a preemption)"
+
+
+def ending(job_id: str) -> Ending:
+    """Why the job is being signalled, read from `scontrol show job` at the notice."""
+    fields = dict(
+        part.split("=", 1) for part in _run(["scontrol", "show", "job", "-o", job_id]).split() if "=" in part
+    )
+    state, reason = fields.get("JobState", "?"), fields.get("Reason", "None")
+    if state == "TIMEOUT" or reason == "TimeLimit":
+        return Ending("time_limit", state, reason)
+    if state in ("COMPLETING", "CANCELLED", "COMPLETED", "FAILED") and "Preempt" not in reason:
+        return Ending("cancelled", state, reason)
+    return Ending("notice", state, reason)  # RUNNING, or PREEMPTED: to be requeued
 
 
 def requeue(job_id: str, exclude: Sequence[str], pause_s: float = 1.0) -> None:

@@ -60,6 +60,7 @@ from triage.supervisor.observe import (
     ingest_pending,
     read_attempt_progress,
     read_clean_exits,
+    read_reporting_ranks,
     record_accounting,
     record_attempt,
     record_output,
@@ -113,6 +114,8 @@ _SETTLE_S = 1.5
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
+#: How much earlier than the supervisor a cancelled job's ranks may have got Slurm's SIGTERM.
+_SCANCEL_SKEW_S = 1.0
 #: How long an attempt known to report steps may take to its first one (`--startup-timeout`
 #: unset).
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
@@ -149,6 +152,7 @@ class Supervisor:
         self.first_attempt = 0
         self._resumed: Continuation | None = None
         self._notice_at: float | None = None  # when Slurm's SIGTERM came (wall time)
+        self._ending: slurm.Ending | None = None  # why, as Slurm's controller said then
         self._requeue: tuple[str, ...] | None = None  # nodes to exclude when requeued in Slurm
         self._started = time.time()  # the run's start (an earlier incarnation's, when resumed)
         if cfg.launcher == "slurm":
@@ -221,7 +225,11 @@ class Supervisor:
                     self._attempts(agents, plan)
                 except (Interrupted, KeyboardInterrupt) as exc:
                     self.report.status = Status.INTERRUPTED
-                    self.report.reason = f"stopped by {exc or 'Ctrl-C'}"
+                    self.report.reason = (
+                        f"{self._ending.describe()}: stopped, not requeued"
+                        if str(exc) == "scancel" and self._ending is not None
+                        else f"stopped by {exc or 'Ctrl-C'}"
+                    )
                     raise
                 finally:
                     agents.stop()
@@ -406,6 +414,15 @@ class Supervisor:
         preempted = decision.action is Action.CHECKPOINT_AND_REQUEUE or self._stops.preemption
         if not preempted and len(remaining) >= self.cfg.slurm_min_nodes:
             return False
+        if self._ending is not None and self._ending.kind == "time_limit":
+            # Slurm requeues no job past its time limit (and ends this process in KillWait)
+            self.report.status = Status.PREEMPTED
+            self.report.reason = (
+                f"{self._ending.describe()}: the ranks were asked to checkpoint; Slurm requeues no job "
+                "past its limit, so submit it again to go on from the last checkpoint, or give the "
+                "job `--signal=B:TERM@120 --requeue` so that Triage requeues it before the limit"
+            )
+            return True
         plan = replace(plan, excluded_nodes=tuple(out))
         Continuation(self.job_id, self.run_id, self._started, attempt + 1, list(plan.excluded_nodes)).save(
             self.data_dir, self.slurm.job_id
@@ -586,10 +603,14 @@ class Supervisor:
         except BaseException as exc:
             interrupted_at = time.time()
             report.killed_pids = procs.stop(self.cfg.grace)
-            if isinstance(exc, KeyboardInterrupt) and str(exc) in ("", "SIGINT"):
+            if isinstance(exc, KeyboardInterrupt) and str(exc) in ("", "SIGINT", "scancel"):
                 # Ctrl-C: the ranks' SIGTERMs that follow are this supervisor's, no preemption
-                # (a SIGTERM to the supervisor stays one: a pod evicted, a node drained)
+                # (a SIGTERM to the supervisor stays one: a pod evicted, a node drained). A
+                # scancel signalled the whole job at one moment: the ranks' SIGTERMs from then on
+                # (the supervisor saw its own a moment after theirs) are the cancel's.
                 host = socket.gethostname()
+                if str(exc) == "scancel" and self._notice_at is not None:
+                    interrupted_at = self._notice_at - _SCANCEL_SKEW_S
                 self._safely(
                     f"recording attempt {attempt}'s interruption",
                     record_output,
@@ -598,7 +619,14 @@ class Supervisor:
                     self.run_id,
                     attempt,
                     events=[
-                        stop_event_row(self.job_id, self.run_id, attempt, host, interrupted_at, "Ctrl-C")
+                        stop_event_row(
+                            self.job_id,
+                            self.run_id,
+                            attempt,
+                            host,
+                            interrupted_at,
+                            "scancel" if str(exc) == "scancel" else "Ctrl-C",
+                        )
                     ],
                     ranks=[],
                     host=host,
@@ -627,8 +655,17 @@ class Supervisor:
         fr_requested = None
         if outcome == Status.HUNG and launcher.poll() is None:
             self._show(attempt, "hang: asking the live ranks for their Flight Recorder dumps", progress)
+            # ranks on other nodes (a Slurm step's) are no processes of ours: the store knows them
+            expected = set(procs.ranks()) or self._safely(
+                "reading the attempt's ranks",
+                read_reporting_ranks,
+                self.data_dir,
+                self.job_id,
+                self.run_id,
+                attempt,
+            )
             fr_requested = self._safely(
-                "asking for Flight Recorder dumps", collect_dumps, fr_folder, set(procs.ranks()), _FR_WAIT_S
+                "asking for Flight Recorder dumps", collect_dumps, fr_folder, expected or set(), _FR_WAIT_S
             )
         # Processes left once the command ended on its own outlived it (a daemon child, a
         # rank its launcher lost): the next attempt must not start beside them.
@@ -704,11 +741,15 @@ class Supervisor:
             ):
                 verdict = None  # the SIGTERM was ours, sent to stop the failed attempt
             if detection == "slurm_sigterm" and not _fault_before(verdict, self._notice_at):
+                said = (
+                    "Slurm sent the job SIGTERM (preemption, or --signal before its time limit)"
+                    if self._ending is None
+                    else self._ending.describe()
+                )
                 verdict = Verdict(
                     Category.PREEMPTION,
                     1.0,
-                    "Slurm sent the job SIGTERM (preemption, or --signal before its time limit); "
-                    "the ranks were asked to checkpoint and stop",
+                    f"{said}; the ranks were asked to checkpoint and stop",
                     first_seen=report.detected_at,
                 )
             if stall is not None and (
@@ -849,6 +890,24 @@ class Supervisor:
                 # ending the job now), or `_PREEMPTED_SAVE_S`.
                 if notice_at is None:
                     notice_at, self._notice_at = time.monotonic(), time.time()
+                    self._ending = self._safely(
+                        "asking Slurm why it sent SIGTERM", slurm.ending, self.slurm.job_id
+                    )
+                    if self._ending is not None and self._ending.kind == "cancelled":
+                        # the user's or an administrator's scancel: stopped as a Ctrl-C is,
+                        # never requeued (a job Slurm requeues itself still goes on with the run)
+                        self._continue_after(attempt)
+                        log.warning("%s: stopping the job, not requeueing it", self._ending.describe())
+                        raise Interrupted("scancel")
+                    if self._ending is not None and self._ending.kind == "time_limit":
+                        # said now: Slurm kills this process KillWait after the limit, maybe
+                        # before the report
+                        log.warning(
+                            "%s: asking the ranks to checkpoint; Slurm requeues no job past its limit, "
+                            "so submit it again to go on from that checkpoint (or give it "
+                            "--signal=B:TERM@120 --requeue for Triage to requeue it in time)",
+                            self._ending.describe(),
+                        )
                     self._show(
                         attempt, "SIGTERM from Slurm: asking the ranks to checkpoint and stop", progress
                     )
