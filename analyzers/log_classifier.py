@@ -96,6 +96,8 @@ _RANK_PREFIX_RE = re.compile(
     r"\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|\[(\d+)\]<std(?:out|err)>:", re.IGNORECASE
 )
 _SRUN_TASK_RE = re.compile(r"srun: error: \S+: task (\d+): ")
+#: PyTorch's rank prefix past a line's start, after text of another tool's
+_RANK_INSIDE_RE = re.compile(r"(?<=\s)\[rank\d+\]:\s")
 _RANK_RES = (
     re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
     re.compile(r"^\s*(\d+)!?: \[[Hh]orovod"),  # Horovod's "Stalled ranks:" list, one rank a line
@@ -234,6 +236,10 @@ def classify_line(text: str) -> LineMatch | None:
     match = _classify_body(text, found)
     if match is None and (label := _HOST_LABEL_RE.match(text)):
         match = _classify_body(text[label.end() :], found)
+    if match is None and "[rank" in text and (inner := _RANK_INSIDE_RE.search(text)):
+        # a runner's own decoration before PyTorch's rank prefix (`llm.0 [stderr] [rank0]: ...`,
+        # a summary's `* 1 x [rank0]: ...`): the rank's line is what follows
+        match = _classify_body(text[inner.start() :], found)
     return match
 
 

@@ -1066,6 +1066,18 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "the ranks did not all join the process group (store barrier timed out)",
     ),
+    # ... and its progress while it waits: ranks missing from the barrier, which a log that ends
+    # there never saw arrive (a symptom: the barrier often completes a moment later)
+    _s(
+        "store-barrier-waiting",
+        _C.RENDEZVOUS_ERROR,
+        "store based barrier",
+        r"Waiting in store based barrier to initialize process group for rank: \d+, key: \S+ "
+        r"\(world_size=\d+, worker_count=\d+",
+        0.5,
+        "ranks were still missing from the process group's start-up barrier",
+        symptom=True,
+    ),
     _s(
         "rdzv-store-call",
         _C.RENDEZVOUS_ERROR,
@@ -1790,13 +1802,25 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "Open MPI's processes do not understand each other (different Open MPI or hwloc builds on the nodes)",
     ),
+    # GPUs that cannot reach each other's memory directly (consumer cards, a VM's passthrough,
+    # an IOMMU in the way) while NCCL was told or chose to use peer-to-peer: NCCL_P2P_DISABLE=1
+    _s(
+        "p2p-not-supported",
+        _C.ENVIRONMENT_ERROR,
+        "peer access is not supported",
+        r"Cuda failure (?:217 )?'peer access is not supported between these two devices'"
+        r"|cudaErrorPeerAccessUnsupported",
+        0.8,
+        "the GPUs cannot access each other's memory peer to peer (disable NCCL's P2P on such machines)",
+    ),
     _s(
         "invalid-device-function",
         _C.ENVIRONMENT_ERROR,
         "invalid device function|nobinaryforgpu",
         # CUDA's and HIP's word for a kernel with no code for this GPU's architecture (an
         # extension or a ROCm build for another gfx target)
-        r"(?:CUDA|HIP) error: invalid device function|Cuda failure 'invalid device function'|hipErrorNoBinaryForGpu",
+        r"(?:CUDA|HIP) (?:runtime )?error: invalid device function|Cuda failure 'invalid device function'"
+        r"|hipErrorNoBinaryForGpu",
         0.75,
         "a kernel has no code for this GPU's architecture",
     ),
@@ -2015,10 +2039,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "backend-not-built",
         _C.ENVIRONMENT_ERROR,
-        "built in|nccl is not available",
+        "built in|nccl is not available|no backend type",
         r"Distributed package doesn't have (?:NCCL|MPI|Gloo|UCC) built in|\w+ is not built into this (?:torch|PyTorch)"
         # CuPy built without NCCL (ChainerMN's communicators need it)
-        r"|NCCL is not available\. Please confirm that NCCL is enabled in CuPy",
+        r"|NCCL is not available\. Please confirm that NCCL is enabled in CuPy"
+        # a collective on a device no loaded backend serves (Intel's oneCCL bindings not
+        # imported for XPU, a Gaudi or NPU plugin missing)
+        r"|No backend type associated with device type (?!cpu\b)\w+",
         0.9,
         "this PyTorch build lacks the distributed backend the job asks for",
     ),
@@ -2424,11 +2451,16 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cuda-oom",
         _C.GPU_OOM,
-        "out of memory|outofmemory|memoryallocation|pt_devmem|cumemallocasync failed",
+        "out of memory|outofmemory|memoryallocation|pt_devmem|cumemallocasync failed|out_of_resources|out_of_device",
         r"CUDA out of memory|(?<!Ray)OutOfMemoryError(?!: \w+ was killed due to the node)|\b(?:CUDA|HIP) error: out of memory"
         r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation|MODULE:PT_DEVMEM Allocation failed"
         r"|Cuda failure (?:\d+ )?'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
+        # an allocator of the job's own calling the runtime (torch_memory_saver's `cudaError
+        # error: 2 (out of memory)`)
+        r"|\bcudaError(?: error)?: 2 \(out of memory\)"
         r"|Out of memory error on GPU \d+\. Cannot allocate"  # PaddlePaddle's ResourceExhaustedError
+        # Intel GPUs' Level Zero runtime (Unified Runtime's codes)
+        r"|\bUR_RESULT_ERROR_OUT_OF_(?:DEVICE_MEMORY|RESOURCES)\b|\bZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"
         # XLA's asynchronous allocator, its size printed with thousands separators
         r"|cuMemAllocAsync failed to allocate [\d,]+ bytes",
         0.95,

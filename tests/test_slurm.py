@@ -214,18 +214,22 @@ def test_the_prolog_health_gate_drains_a_node_whose_gpu_is_lost(slurm_cluster: S
         slurm_cluster.resume_all()
 
 
-def test_an_unmodified_torchrun_script_runs_across_the_nodes_and_a_killed_rank_is_named(
+@pytest.mark.parametrize("fault", ["kill", "hang"])
+def test_an_unmodified_torchrun_script_runs_across_the_nodes_and_a_killed_or_hung_rank_is_named(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path,
+    fault,
 ):
     """`-- torchrun --nproc-per-node 1 ddp_train.py`: no Triage code, no multi-node flags; each
-    node's task adds them, the auto-hooks record the ranks under the Slurm node names."""
+    node's task adds them, the auto-hooks record the ranks under the Slurm node names. A hung
+    rank on the other node is named from its Flight Recorder dump: the supervisor waits for
+    the dumps of ranks that are no processes of its own (they run under slurmstepd)."""
     script = Path(__file__).parent / "workloads" / "ddp_train.py"
     train = (
         f"{PY} -m torch.distributed.run --nproc-per-node 1 {script} --steps 8 --checkpoint {tmp_path}/ckpt.pt"
     )
     faults = (
-        f"export WORKLOAD_FAULT=kill WORKLOAD_FAULT_RANK=1 WORKLOAD_FAULT_STEP=5 "
+        f"export WORKLOAD_FAULT={fault} WORKLOAD_FAULT_RANK=1 WORKLOAD_FAULT_STEP=5 "
         f"WORKLOAD_FAULT_ONCE={tmp_path}/fault-done\n"
     )
     out = tmp_path / "job.out"
@@ -235,9 +239,13 @@ def test_an_unmodified_torchrun_script_runs_across_the_nodes_and_a_killed_rank_i
     report = _report(out)
     assert report["status"] == "completed", out.read_text()[-4000:]
     first, second = report["attempts"]
-    assert first["outcome"] == "failed" and second["outcome"] == "completed"
+    assert first["outcome"] == {"kill": "failed", "hang": "hung"}[fault] and second["outcome"] == "completed"
     assert first["verdict"]["culprit"]["rank"] == 1, first["verdict"]
-    assert first["verdict"]["culprit"]["node"] == _rank_node(tmp_path, "slurm-plain", attempt=0, rank=1)
+    if fault == "kill":
+        assert first["verdict"]["culprit"]["node"] == _rank_node(tmp_path, "slurm-plain", attempt=0, rank=1)
+    else:  # the script's own sleep: its rank, never its node, is to blame
+        assert first["verdict"]["category"] == "collective_timeout", first["verdict"]
+        assert "time.sleep" in json.dumps(first["verdict"]["evidence"]), first["verdict"]
     assert _ranks(tmp_path, "slurm-plain") == {0: ["node0", "node1"], 1: ["node0", "node1"]}
 
 
