@@ -492,7 +492,7 @@ _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+
 _DS_COMMAND_RE = re.compile(r"sigkill_handler\] \[.*?'--local_rank=(\d+)'")
 _DS_WRAP_LINES = 8
 #: Launcher lines that say the job was stopped from outside
-_OUTSIDE_STOPS = frozenset({"torchrun-sigterm", "torchrun-sighup"})
+_OUTSIDE_STOPS = frozenset({"torchrun-sigterm", "torchrun-sighup", "slurm-cancelled"})
 #: NCCL's line before the failure its `unhandled system error` stands for, and how many lines
 #: back from it the system errors it explains may stand
 _LAST_ERROR = "Last error:"
@@ -549,6 +549,7 @@ class LogClassifier:
         self._last_error_at = -1  # the line number of NCCL's latest `Last error:`
         self._p2p = P2PMatrices()
         self._data_wait = DataWait()
+        self._triage_stopped = False  # `triage run` wrote that it stopped the attempt
         self._timed_out_works = TimedOutWorks()
 
     def feed(self, text: str) -> LineMatch | None:
@@ -606,13 +607,17 @@ class LogClassifier:
             # a measurement, not a message: as sure as a fatal AER line that the path is bad
             gpu, description = broken
             match = LineMatch(Category.PCIE_ERROR, 0.7, "p2p-test-broken-link", description, gpu=gpu)
+        if text.startswith("[triage] stopping the attempt"):
+            self._triage_stopped = True
         if (
             match is not None
             and match.signature in _OUTSIDE_STOPS
-            and any(h.match.category is not Category.PREEMPTION for h in self._hits)
+            and (self._triage_stopped or any(h.match.category is not Category.PREEMPTION for h in self._hits))
         ):
             # a launcher told to stop after the job already failed (Slurm or the peer node's
-            # agent ending a step whose rank died) is stopped because of that failure
+            # agent ending a step whose rank died) is stopped because of that failure; after
+            # `triage run`'s own line in an attempt's log, the SIGTERM is its own (the rank's
+            # traceback it stopped the attempt for may come later in the file)
             match = dataclasses.replace(match, symptom=True)
         if text.rstrip().endswith(_LAST_ERROR):
             self._last_error_at = self.lines

@@ -1804,6 +1804,25 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # GPUs that cannot reach each other's memory directly (consumer cards, a VM's passthrough,
     # an IOMMU in the way) while NCCL was told or chose to use peer-to-peer: NCCL_P2P_DISABLE=1
+    # NCCL found no network it can use (a NET plugin that fails to load, IB disabled on a stack
+    # that has nothing else): the job's environment, whatever error the call then returns
+    _s(
+        "nccl-no-net-plugin",
+        _C.ENVIRONMENT_ERROR,
+        "failed to initialize any net plugin",
+        r"Failed to initialize any NET plugin",
+        0.8,
+        "NCCL could initialize no network plugin (the NCCL build, its plugins or NCCL_* settings)",
+    ),
+    # DTensor refusing a plain tensor in an op with DTensors: the parallelized model's code
+    _s(
+        "dtensor-mixed-tensor",
+        _C.USER_CODE_ERROR,
+        "mixed torch.tensor and dtensor",
+        r"got mixed torch\.Tensor and DTensor, need to convert all torch\.Tensor to DTensor",
+        0.8,
+        "a plain tensor met DTensors in one operation (the parallelized model's code)",
+    ),
     _s(
         "p2p-not-supported",
         _C.ENVIRONMENT_ERROR,

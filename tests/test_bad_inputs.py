@@ -63,6 +63,20 @@ def test_an_arrow_file_of_another_layout_is_quarantined_and_the_rest_ingested(tm
     assert ingest_spools(tmp_path, "node0").errors == []  # not read again
 
 
+@pytest.mark.parametrize("command", ["analyze", "jobs"])
+def test_a_damaged_segment_a_reading_command_ingests_is_said_with_where_it_is_kept(tmp_path, command):
+    """`triage analyze` set such a segment aside in silence, and its job then looked as if it
+    were still running: the reader must know records are missing."""
+    good_rank(tmp_path)
+    bad = next(writer_dir(tmp_path, "node0", "good", 0, 0, 0).parent.parent.rglob("*.arrow"))
+    bad.write_bytes(bad.read_bytes()[: len(bad.read_bytes()) // 2])  # cut short, as a crash leaves it
+    out = triage(command, *(["good"] if command == "analyze" else []), "--data-dir", str(tmp_path))
+    assert "Traceback" not in out.stderr, out.stderr
+    (warning,) = [line for line in out.stderr.splitlines() if bad.name in line]
+    assert f"triage {command}: warning:" in warning and "kept in" in warning and "missing" in warning
+    assert Path(warning.split("(kept in ")[1].split(")")[0]).exists()
+
+
 @pytest.mark.parametrize("name", [b"job-\xff\xfe", b"two@runs@here", b"has space", b"-dash"])
 def test_a_job_directory_no_writer_makes_is_moved_aside_unread(tmp_path, name):
     counts = good_rank(tmp_path)

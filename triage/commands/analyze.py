@@ -20,10 +20,11 @@ import time
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.job_analysis import JobAnalysis, analyze_job
+from triage.commands.pending import ingest_pending
 from triage.commands.report_view import print_analysis
 from triage.config import ConfigError, add_config_args, config_from_args, data_dir_from_env
 from triage.display import Status
-from triage.store import StoreError, check_data_dir, ingest_spools, open_snapshot
+from triage.store import check_data_dir, open_snapshot
 from triage.store.job_data import NO_RUN, list_jobs, list_runs, load_job
 
 
@@ -56,14 +57,7 @@ def analyze(
     ConfigError names the known jobs, or the job's runs."""
     path = check_data_dir(data_dir_from_env(data_dir))
     if ingest:
-        try:
-            for why in ingest_spools(path).refused:
-                print(f"triage analyze: warning: {why}", file=sys.stderr)
-        except (OSError, StoreError) as exc:
-            print(
-                f"triage analyze: warning: could not ingest pending spools ({exc}); analysing what is stored",
-                file=sys.stderr,
-            )
+        ingest_pending(path, "analyze")
     with open_snapshot(path, now=cfg.now) as snap:
         for problem in snap.problems:
             print(f"triage analyze: warning: {problem}", file=sys.stderr)

@@ -17,9 +17,10 @@ import json
 import sys
 import time
 
+from triage.commands.pending import ingest_pending
 from triage.config import add_config_args, config_from_args, data_dir_from_env
 from triage.display import Status, status_colour, when
-from triage.store import StoreConfig, StoreError, check_data_dir, ingest_spools, open_snapshot
+from triage.store import StoreConfig, check_data_dir, open_snapshot
 from triage.store.job_data import NO_RUN
 
 
@@ -77,22 +78,7 @@ def status_style(status: str) -> str:
 def run(args: argparse.Namespace) -> int:
     data_dir = check_data_dir(data_dir_from_env(args.data_dir))
     config = config_from_args(StoreConfig, args)
-    ingest = None
-    if args.ingest:
-        try:
-            ingest = ingest_spools(data_dir, config=config)
-        except (OSError, StoreError) as exc:
-            print(
-                f"triage jobs: warning: could not ingest pending spools ({exc}); listing what is stored",
-                file=sys.stderr,
-            )
-        for err in ingest.errors if ingest else []:
-            print(
-                f"triage jobs: warning: {err.path}: {err.error} (kept in {err.quarantined_to})",
-                file=sys.stderr,
-            )
-        for why in ingest.refused if ingest else []:
-            print(f"triage jobs: warning: {why}", file=sys.stderr)
+    ingest = ingest_pending(data_dir, "jobs", config) if args.ingest else None
     now = time.time()
     with open_snapshot(data_dir, now=now, config=config) as snap:
         jobs = snap.jobs()

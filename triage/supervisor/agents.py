@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from triage import display
+from triage.agent.node_agent import resolve_gpu_backend
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
 from triage.ports import free_port
 from triage.store.layout import agent_flush_mark
@@ -58,6 +59,23 @@ def simulated_nodes(command: Sequence[str]) -> list[str]:
     if "train" not in args or any(a.startswith("--node-rank") for a in args):
         return []
     return [f"node{k}" for k in range(_train_count(args, "--nnodes") or 1)]
+
+
+def agent_gpu_source(choice: str, command: Sequence[str]) -> str:
+    """The agents' `--gpu` for the supervisor's `--agent-gpu`: `auto` is NVML where it
+    initialises on this node (the job's first, under Slurm), else the simulator for the
+    reference trainer, whose GPU faults it plays, else none: a script on a machine without
+    NVML has no GPU health to show, and simulated GPUs would put invented ones in its reports."""
+    if choice != "auto":
+        return choice
+    if resolve_gpu_backend("auto") == "nvml":
+        return "nvml"
+    return "sim" if _is_reference_trainer(command) else "none"
+
+
+def _is_reference_trainer(command: Sequence[str]) -> bool:
+    args = list(command)
+    return "train" in args and any(a == "triage" or a.endswith(("/triage", "triage.cli")) for a in args)
 
 
 def simulated_gpus_per_node(command: Sequence[str]) -> int | None:

@@ -112,7 +112,13 @@ class SupervisorConfig:
         },
     )
     agent_gpu: str = field(
-        default="sim", metadata={"help": "--gpu of the agents started", "choices": AGENT_GPUS}
+        default="auto",
+        metadata={
+            "help": "--gpu of the agents started; auto: NVML where it initialises here, else simulated "
+            "GPUs for the reference trainer (`triage train`, whose GPU faults the simulator plays) "
+            "and none for any other command (no GPU health is shown rather than an invented one)",
+            "choices": AGENT_GPUS,
+        },
     )
     sim_gpus: int = field(
         default=2,

@@ -48,7 +48,7 @@ from triage.store.node_health import HealthEntry, quarantined_nodes
 from triage.store.schema import EVENT_RANK_EXIT, EVENT_SOURCE_SUPERVISOR
 from triage.store.writer import StoreError
 from triage.supervisor import slurm
-from triage.supervisor.agents import Agents, simulated_gpus_per_node, simulated_nodes
+from triage.supervisor.agents import Agents, agent_gpu_source, simulated_gpus_per_node, simulated_nodes
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.flight_dumps import collect_dumps, dump_event_rows
 from triage.supervisor.identity import JobLock, new_run_id
@@ -209,7 +209,7 @@ class Supervisor:
                 agents = Agents(
                     self.agent_nodes,
                     self.data_dir,
-                    gpu=self.cfg.agent_gpu,
+                    gpu=agent_gpu_source(self.cfg.agent_gpu, self.command),
                     # one simulated GPU for every rank of a simulated node at least: a fault
                     # injected on GPU 3 of a 4-rank node must land on a GPU the agent samples
                     sim_gpus=max(self.cfg.sim_gpus, simulated_gpus_per_node(self.command) or 0)
