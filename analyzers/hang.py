@@ -187,12 +187,36 @@ def _attempt_hang(job: JobData, attempt: int, cfg: AnalyzerConfig) -> Finding | 
     # the waiters waited until they were stopped: up to a heartbeat period after their last beat
     # (a death the supervisor noticed between two beats, then stopped them for)
     wait_end = float(waiters["alive_until"].max()) + cfg.heartbeat_period_s
-    left = [r for r in culprits if r in failed_at.index and float(failed_at[r]) <= wait_end]
+    # In a pair the heartbeats alone cannot tell (above), but the timeouts can: every waiter's
+    # wait ended in an error (its collective timed out) while the ranks that never entered
+    # lived on past it with none of their own (stopped only with the job, after). A rank
+    # blocked in a collective the hooks do not see would have timed out as well, so they were
+    # stuck outside every collective.
+    waiters_failed = [float(failed_at[r]) for r in waiter_ranks if r in failed_at.index]
+    waiters_ended = (
+        min(waiters_failed) if waiters_failed and len(waiters_failed) == len(waiter_ranks) else None
+    )
+    left = [
+        r
+        for r in culprits
+        if r in failed_at.index
+        and float(failed_at[r]) <= wait_end
+        and (waiters_ended is None or float(failed_at[r]) < waiters_ended)
+    ]
     # the world group holds every rank that heartbeats, the waiters without rows among them
     size = max(len(members), len(st.index)) if group == WORLD_GROUP else len(members)
-    if culprits and len(left) < len(culprits) and len(culprits) * 2 < size:
+    outlived = (
+        waiters_ended is not None
+        and bool(culprits)
+        and not left
+        and all(
+            float(st["time"].get(r, float("nan"))) >= waiters_ended - cfg.heartbeat_period_s for r in culprits
+        )
+    )
+    if culprits and len(left) < len(culprits) and (len(culprits) * 2 < size or outlived):
         culprit = ranks_culprit(job, attempt, culprits)
-        confidence = 0.85
+        # a pair told apart by who timed out is a reading less direct than a lone rank
+        confidence = 0.85 if len(culprits) * 2 < size else 0.75
         if not (set(culprits) - set(absent)) and job.rank_steps[job.rank_steps["attempt"] == attempt].empty:
             # before any step, ranks that reached no collective may be preparing on purpose (rank 0
             # downloading while the others wait, `main_process_first`): named, their node not

@@ -48,6 +48,8 @@ class AttemptSummary:
     end: float | None
     first_step: int | None
     last_step: int | None
+    #: what the supervisor decided after the attempt, in its words (None: no supervisor)
+    supervisor: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -130,6 +132,7 @@ def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
     r = job.ranks[job.ranks["attempt"] == attempt]
     rs = job.rank_steps[job.rank_steps["attempt"] == attempt]
     span = job.attempt_span(attempt)
+    said = job.attempt_outcomes.loc[job.attempt_outcomes["attempt"] == attempt, "reason"].dropna()
     return AttemptSummary(
         attempt,
         status,
@@ -139,6 +142,7 @@ def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
         span[1] if span else None,
         int(rs["first_step"].min()) if not rs.empty else None,
         int(rs["last_step"].max()) if not rs.empty else None,
+        str(said.iloc[-1]) if not said.empty and str(said.iloc[-1]) else None,
     )
 
 

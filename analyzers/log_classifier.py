@@ -97,7 +97,7 @@ _RANK_PREFIX_RE = re.compile(
 )
 _SRUN_TASK_RE = re.compile(r"srun: error: \S+: task (\d+): ")
 #: PyTorch's rank prefix past a line's start, after text of another tool's
-_RANK_INSIDE_RE = re.compile(r"(?<=\s)\[rank\d+\]:\s")
+_RANK_INSIDE_RE = re.compile(r"(?<=\s)\[rank\d+\]:\s+(?=(?:[\w.]+\.)?\w*(?:Error|Exception)\b:)")
 _RANK_RES = (
     re.compile(r"\[missing ranks: (\d+)\]"),  # Horovod's stall inspector, one rank missing
     re.compile(r"^\s*(\d+)!?: \[[Hh]orovod"),  # Horovod's "Stalled ranks:" list, one rank a line
@@ -236,9 +236,16 @@ def classify_line(text: str) -> LineMatch | None:
     match = _classify_body(text, found)
     if match is None and (label := _HOST_LABEL_RE.match(text)):
         match = _classify_body(text[label.end() :], found)
-    if match is None and "[rank" in text and (inner := _RANK_INSIDE_RE.search(text)):
+    if (
+        match is None
+        and "[rank" in text
+        and not _RANK_PREFIX_RE.match(text)
+        and (inner := _RANK_INSIDE_RE.search(text))
+    ):
         # a runner's own decoration before PyTorch's rank prefix (`llm.0 [stderr] [rank0]: ...`,
-        # a summary's `* 1 x [rank0]: ...`): the rank's line is what follows
+        # a summary's `* 1 x [rank0]: ...`): the rank's exception is what follows. Only an
+        # exception's own line: cut there, any other line would lose the words before it that
+        # say it is a retry or a hint
         match = _classify_body(text[inner.start() :], found)
     return match
 
@@ -550,6 +557,7 @@ class LogClassifier:
         self._p2p = P2PMatrices()
         self._data_wait = DataWait()
         self._triage_stopped = False  # `triage run` wrote that it stopped the attempt
+        self._barrier_waits = False  # a store barrier's wait is among the hits
         self._timed_out_works = TimedOutWorks()
 
     def feed(self, text: str) -> LineMatch | None:
@@ -607,12 +615,28 @@ class LogClassifier:
             # a measurement, not a message: as sure as a fatal AER line that the path is bad
             gpu, description = broken
             match = LineMatch(Category.PCIE_ERROR, 0.7, "p2p-test-broken-link", description, gpu=gpu)
+        if self._barrier_waits and (
+            "Completed store-based barrier" in text
+            or (match is not None and match.signature != "store-barrier-waiting")
+            or self._launcher_failed is not None
+        ):
+            # the barrier completed, or something else went wrong: the wait was start-up
+            self._hits = [h for h in self._hits if h.match.signature != "store-barrier-waiting"]
+            self._barrier_waits = False
+        if match is not None and match.signature == "store-barrier-waiting":
+            self._barrier_waits = True
         if text.startswith("[triage] stopping the attempt"):
             self._triage_stopped = True
         if (
             match is not None
             and match.signature in _OUTSIDE_STOPS
-            and (self._triage_stopped or any(h.match.category is not Category.PREEMPTION for h in self._hits))
+            and (
+                self._triage_stopped
+                or any(
+                    h.match.category is not Category.PREEMPTION and h.match.strength >= 0.6
+                    for h in self._hits
+                )
+            )
         ):
             # a launcher told to stop after the job already failed (Slurm or the peer node's
             # agent ending a step whose rank died) is stopped because of that failure; after

@@ -56,6 +56,16 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
         if v.culprit.rank is not None and v.category is not Category.UNKNOWN:
             rank = v.culprit.rank
         culprit = rank_culprit(job, attempt, rank) if rank is not None else v.culprit
+        cause = classifier.cause()
+        if (
+            cause is not None
+            and cause.symptom
+            and v.category is Category.COLLECTIVE_TIMEOUT
+            and v.culprit.rank is None
+        ):
+            # a rank whose collective timed out waited for another: it reports the hang, it
+            # is not where it is (the stall and Flight Recorder readings name that rank)
+            culprit = Culprit()
         first_line = str(row["message"] or "").splitlines()[0][:200] if row["message"] else "?"
         if v.category is Category.UNKNOWN:
             category, confidence, symptom = (
@@ -68,7 +78,6 @@ def exception_findings(job: JobData, cfg: AnalyzerConfig) -> list[Finding]:
             # the whole traceback's reading decides, not its last line alone: a plain
             # RuntimeError the job's own code raised is a cause, the same words from a library
             # a symptom
-            cause = classifier.cause()
             category, confidence = v.category, v.confidence
             symptom = bool(cause and cause.symptom)
             evidence = [Evidence(e.text, "exception", t, rank, e.line) for e in v.evidence]

@@ -1802,6 +1802,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "Open MPI's processes do not understand each other (different Open MPI or hwloc builds on the nodes)",
     ),
+    # ... and its "out of resources" (and the older runtime's PI_ERROR_): most often device
+    # memory, also a single buffer past the device's per-allocation limit
+    _s(
+        "intel-gpu-out-of-resources",
+        _C.GPU_OOM,
+        "out_of_resources",
+        r"\b(?:UR_RESULT|PI)_ERROR_OUT_OF_RESOURCES\b",
+        0.7,
+        "the Intel GPU ran out of resources (device memory, or one buffer past its size limit)",
+    ),
     # GPUs that cannot reach each other's memory directly (consumer cards, a VM's passthrough,
     # an IOMMU in the way) while NCCL was told or chose to use peer-to-peer: NCCL_P2P_DISABLE=1
     # NCCL found no network it can use (a NET plugin that fails to load, IB disabled on a stack
@@ -2064,7 +2074,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|NCCL is not available\. Please confirm that NCCL is enabled in CuPy"
         # a collective on a device no loaded backend serves (Intel's oneCCL bindings not
         # imported for XPU, a Gaudi or NPU plugin missing)
-        r"|No backend type associated with device type (?!cpu\b)\w+",
+        r"|No backend type associated with device type (?:xpu|hpu|npu|mtia|mps|privateuseone)\b",
         0.9,
         "this PyTorch build lacks the distributed backend the job asks for",
     ),
@@ -2470,7 +2480,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "cuda-oom",
         _C.GPU_OOM,
-        "out of memory|outofmemory|memoryallocation|pt_devmem|cumemallocasync failed|out_of_resources|out_of_device",
+        "out of memory|outofmemory|memoryallocation|pt_devmem|cumemallocasync failed|out_of_device",
         r"CUDA out of memory|(?<!Ray)OutOfMemoryError(?!: \w+ was killed due to the node)|\b(?:CUDA|HIP) error: out of memory"
         r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation|MODULE:PT_DEVMEM Allocation failed"
         r"|Cuda failure (?:\d+ )?'out of memory'|\b(?:HIP|NPU|XPU|MPS)(?: backend)? out of memory"
@@ -2479,7 +2489,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bcudaError(?: error)?: 2 \(out of memory\)"
         r"|Out of memory error on GPU \d+\. Cannot allocate"  # PaddlePaddle's ResourceExhaustedError
         # Intel GPUs' Level Zero runtime (Unified Runtime's codes)
-        r"|\bUR_RESULT_ERROR_OUT_OF_(?:DEVICE_MEMORY|RESOURCES)\b|\bZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"
+        r"|\bUR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b|\bZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"
         # XLA's asynchronous allocator, its size printed with thousands separators
         r"|cuMemAllocAsync failed to allocate [\d,]+ bytes",
         0.95,
@@ -2989,7 +2999,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Cannot re-initialize CUDA in forked subprocess|can't create new processes if CUDA is already initialized"
         r"|Default process group has not been initialized|DDP expects same model across all ranks"
         # a collective handed CPU tensors on a process group with only a GPU backend
-        r"|No backend type associated with device type cpu",
+        r"|No backend type associated with device type (?:cpu|cuda|meta)\b",
         0.8,
         "CUDA or torch.distributed used in an order they do not allow",
     ),

@@ -71,3 +71,22 @@ def test_a_negative_now_is_refused(tmp_path, capsys):
     data = failed_store(tmp_path)
     assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest", "--now", "-5"]) == 2
     assert "--now must be a unix time" in capsys.readouterr().err
+
+
+def test_what_the_supervisor_decided_is_shown_beside_the_action_the_cause_calls_for(tmp_path, capsys):
+    """An attempt that ended on a cause whose action is `alert` was restarted by the supervisor
+    as it was: the report showed only "keep running; alert", which reads as if nothing was
+    done. Its decision, as the supervisor recorded it, is shown beside it."""
+    from triage.supervisor.observe import record_attempt
+
+    data = failed_store(tmp_path)
+    decided = "gpu_memory_error with a culprit on node1: leaving node1 out"
+    record_attempt(
+        data, "ecc-job", None, 0, status="failed", exit_code=1, reason=decided, verdict=None, action="restart"
+    )
+    assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"supervisor {decided}" in out, out
+    assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest", "--json"]) == 1
+    (attempt,) = json.loads(capsys.readouterr().out)["attempts"]
+    assert attempt["supervisor"] == decided

@@ -188,6 +188,56 @@ def test_in_a_pair_the_heartbeats_say_who_never_entered_but_blame_no_one():
     assert root.verdict.culprit.rank is None and "rank 1 never entered it" in root.verdict.summary
 
 
+@pytest.mark.parametrize("stuck", [0, 1])
+def test_in_a_pair_the_rank_that_outlived_its_peers_collective_timeout_is_the_hangs_culprit(stuck):
+    """The pair above, with a collective timeout shorter than the hang threshold: the waiting
+    rank's all_reduce timed out with an error while its peer lived on past it with none (it was
+    stopped with the job after). A rank blocked in a collective the hooks do not see would have
+    timed out as well: the one that never entered is the culprit, and the reporter of the
+    timeout never is (it was named, with 0.90, before)."""
+    waiter = 1 - stuck
+    b = JobBuilder().world(2, per_node=2)
+    end = b.steps(0, range(9), T0 + 5)
+    for seq in range(1, 10):
+        for r in range(2):
+            b.collective(0, r, "default", seq, T0 + 5 + seq, T0 + 5 + seq + 0.05, group_size=2)
+    b.collective(0, waiter, "default", 10, end + 0.2, None, group_size=2)
+    for k in range(16):
+        b.heartbeat(0, waiter, end + k, 8, ("all_reduce", "default", 10, end + 0.2))
+        b.heartbeat(0, stuck, end + k, 8)
+    timeout = (
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] "
+        "Timed out waiting 15000ms for send operation to complete"
+    )
+    b.event(0, waiter, end + 15.2, "exception", timeout, traceback=timeout)
+    b.event(
+        0,
+        stuck,
+        end + 15.9,  # the launcher stopping the job after the waiter's exit
+        "rank_exit",
+        f"rank {stuck} (pid 4242) was killed by SIGTERM",
+        exit_code=-15,
+        signal="SIGTERM",
+        pid=4242,
+        first_observed=False,
+    )
+    b.event(
+        0,
+        waiter,
+        end + 15.9,
+        "rank_exit",
+        f"rank {waiter} (pid 4243) exited with status 1 (the launcher's first observed failure)",
+        exit_code=1,
+        signal=None,
+        pid=4243,
+        first_observed=True,
+    )
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    v = root.verdict
+    assert v.category is Category.COLLECTIVE_TIMEOUT and v.culprit.rank == stuck, v.summary
+    assert "never entered it" in v.summary and v.confidence < 0.9
+
+
 @pytest.mark.parametrize("late", [0, 2])
 def test_a_rank_that_never_reached_the_start_up_barrier_is_the_hangs_culprit(late):
     """Before any step, ranks wait in the world group's first collective (a start-up barrier)

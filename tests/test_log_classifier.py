@@ -3790,6 +3790,53 @@ _REVIEWED_48 = [
     ),
 ]
 
+# a helper's review of round 49's families: what they must not claim
+_REVIEWED_49 = [
+    # ranks start a little apart: the barrier's wait is start-up once it completes, and a
+    # rank's crash after it is the failure
+    (
+        [
+            "2023-10-26 14:48:55,606 - INFO - Waiting in store based barrier to initialize process group for rank: "
+            "1, key: store_based_barrier_key:1 (world_size=8, worker_count=6, timeout=0:30:00)",
+            "2023-10-26 14:49:01,000 - INFO - Rank 1: Completed store-based barrier for key:store_based_barrier_key:1 "
+            "with 8 nodes.",
+        ],
+        C.UNKNOWN,
+    ),
+    (
+        [
+            "2023-10-26 14:48:55,606 - INFO - Waiting in store based barrier to initialize process group for rank: "
+            "1, key: store_based_barrier_key:1 (world_size=8, worker_count=6, timeout=0:30:00)",
+            "step 100 loss 2.1",
+            "E0501 10:00:00.000 123 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: -11) "
+            "local_rank: 3 (pid: 4567) of binary: /usr/bin/python",
+        ],
+        C.UNKNOWN,
+    ),
+    # a rank prefix inside a line is read only in front of an exception: a retry or a hint
+    # keeps the words that say so
+    (
+        [
+            "W0501 boto retry handler: Retrying (attempt 1 out of 5) [rank3]: An error occurred (SlowDown) when "
+            "calling the PutObject operation"
+        ],
+        C.UNKNOWN,
+    ),
+    (["2024-01-01 10:00:00,000 WARNING [rank3]: Killed"], C.UNKNOWN),
+    # a weak hint before a cancelled job leaves the cancel its own cause
+    (
+        [
+            "ImportError: cannot import name 'flash_attn_func' from 'flash_attn' ; using sdpa instead",
+            "step 5000 loss 1.2",
+            "slurmstepd: error: *** JOB 123456 ON node1 CANCELLED AT 2024-05-02T10:00:00 ***",
+        ],
+        C.PREEMPTION,
+    ),
+    # the built-in backends serve cuda and cpu: a collective there without one is the job's
+    (["RuntimeError: No backend type associated with device type cuda"], C.USER_CODE_ERROR),
+    (["RuntimeError: Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES)"], C.GPU_OOM),
+]
+
 # a helper's review of rounds 45-47's families: what they must not claim
 _REVIEWED_47 = [
     # JAX's informational line on every CPU/TPU host is no failure; the code's KeyError is
@@ -3901,7 +3948,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _ROUND_47
     + _REVIEWED_47
     + _ROUND_48
-    + _REVIEWED_48,
+    + _REVIEWED_48
+    + _REVIEWED_49,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category

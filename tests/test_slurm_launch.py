@@ -125,3 +125,34 @@ def test_a_requeue_goes_through_a_busy_controller_and_stops_at_a_real_refusal(mo
         assert log.read_text().splitlines() == ["requeue 42"]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize(
+    ("shown", "kind"),
+    [
+        # `scancel J` (the states from a real 22.05 cluster: tests/test_slurm.py has the run)
+        ("JobState=COMPLETING Reason=None PreemptTime=None", "cancelled"),
+        ("JobState=CANCELLED Reason=None PreemptTime=None", "cancelled"),
+        # the time limit, with no --signal before it
+        ("JobState=COMPLETING Reason=TimeLimit PreemptTime=None", "time_limit"),
+        ("JobState=TIMEOUT Reason=TimeLimit PreemptTime=None", "time_limit"),
+        # `--signal=B:TERM@120`, `scancel --signal=TERM --batch`: the job runs on
+        ("JobState=RUNNING Reason=None PreemptTime=None", "notice"),
+        # COMPLETING hides a preemption and a lost node: both are requeued as before
+        ("JobState=COMPLETING Reason=None PreemptTime=2026-12-07T20:00:00", "notice"),
+        ("JobState=COMPLETING Reason=NodeDown PreemptTime=None", "notice"),
+        ("JobState=PREEMPTED Reason=None PreemptTime=2026-12-07T20:00:00", "notice"),
+    ],
+)
+def test_why_slurm_sent_sigterm_is_read_from_the_controller(monkeypatch, tmp_path, shown, kind):
+    from triage.supervisor.slurm import ending
+
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "JobId=42 JobName=train UserId=me(0) {shown} Restarts=0"\n')
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    read = ending("42")
+    assert read.kind == kind, read
+    assert {"cancelled": "cancelled in Slurm", "time_limit": "time limit", "notice": "lets it run on"}[
+        kind
+    ] in (read.describe())

@@ -206,3 +206,21 @@ def test_a_local_triage_trains_simulated_nodes_and_a_gpu_for_every_rank(command,
 
     assert simulated_nodes(command) == nodes
     assert simulated_gpus_per_node(command) == gpus
+
+
+@pytest.mark.parametrize(
+    ("command", "source"),
+    [
+        # the reference trainer's injected GPU faults are the simulator's
+        (["triage", "train", "--inject", "xid@step=3,rank=1"], "sim"),
+        (["/venv/bin/triage", "train", "--inject=ecc@step=2,rank=0"], "sim"),
+        # any other command's agents decide on their own node (NVML, else none)
+        (["torchrun", "--nproc-per-node", "2", "train.py"], "auto"),
+        (["python", "main.py", "train", "--output-dir", "/scratch/me/triage"], "auto"),
+    ],
+)
+def test_the_agents_gpu_source_simulates_only_for_the_reference_trainer(command, source):
+    from triage.supervisor.agents import agent_gpu_source
+
+    assert agent_gpu_source("auto", command) == source
+    assert agent_gpu_source("nvml", command) == "nvml"  # an explicit choice stands

@@ -63,6 +63,7 @@ def verdict_block(
     excluded: Sequence[str] = (),
     why: str | None = None,
     lost: Mapping[str, Any] | None = None,
+    decided: str | None = None,
 ) -> RenderableType:
     """One verdict as a block: a title line (what, how sure), its summary, culprit, action,
     evidence and the consequences in one folded line. `action` is the action taken (the
@@ -79,6 +80,8 @@ def verdict_block(
     ]
     if why:
         rows.append(("why", Text(why)))
+    if decided:
+        rows.append(("supervisor", Text(decided)))
     if lost:
         rows.append(("cost", Text(cost_text(lost))))
     if verdict.get("evidence"):
@@ -162,12 +165,20 @@ def analysis_renderables(a: JobAnalysis) -> list[RenderableType]:
     if not a.incidents:
         out.append(Text("No incidents: nothing went wrong that the telemetry shows."))
     costs = incident_costs(a.lost_time)
+    decided = {at.attempt: at.supervisor for at in a.attempts if at.supervisor}
     for i in sorted(a.incidents, key=lambda i: (i.attempt, not i.root)):
         title = f"Root cause, attempt {i.attempt}:" if i.root else f"Also in attempt {i.attempt}:"
         cost = costs.get((i.attempt, i.verdict.category.value))
         out.append(Text(""))
         out.append(
-            verdict_block(i.verdict.to_dict(), title=title, lost=None if cost is None else cost.to_dict())
+            verdict_block(
+                i.verdict.to_dict(),
+                title=title,
+                lost=None if cost is None else cost.to_dict(),
+                # the taxonomy's action is what the cause calls for; what the supervisor did
+                # (a restart of an attempt that already ended, a give-up) is said beside it
+                decided=decided.get(i.attempt) if i.root else None,
+            )
         )
 
     g = a.goodput

@@ -21,6 +21,7 @@ from pathlib import Path
 from triage import display
 from triage.agent.node_agent import resolve_gpu_backend
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
+from triage.fault_schedule import GPU_FAULT_KINDS
 from triage.ports import free_port
 from triage.store.layout import agent_flush_mark
 from triage.store.writer import partition_holder
@@ -62,20 +63,35 @@ def simulated_nodes(command: Sequence[str]) -> list[str]:
 
 
 def agent_gpu_source(choice: str, command: Sequence[str]) -> str:
-    """The agents' `--gpu` for the supervisor's `--agent-gpu`: `auto` is NVML where it
-    initialises on this node (the job's first, under Slurm), else the simulator for the
-    reference trainer, whose GPU faults it plays, else none: a script on a machine without
-    NVML has no GPU health to show, and simulated GPUs would put invented ones in its reports."""
+    """The agents' `--gpu` for the supervisor's `--agent-gpu`. `auto`: the reference trainer's
+    GPU faults (`--inject xid@...`) are the simulator's to play, so such a run, or one on a node
+    without NVML, samples simulated GPUs; any other command's agents decide for their own node
+    (NVML where it initialises, else none: a script on a machine without NVML has no GPU health
+    to show, and simulated GPUs would put invented ones in its reports)."""
     if choice != "auto":
         return choice
-    if resolve_gpu_backend("auto") == "nvml":
-        return "nvml"
-    return "sim" if _is_reference_trainer(command) else "none"
+    if not _is_reference_trainer(command):
+        return "auto"
+    injects_gpu_faults = any(
+        a.split("=", 1)[-1].split("@", 1)[0] in GPU_FAULT_KINDS
+        for i, a in enumerate(command)
+        if a.startswith("--inject=") or (i > 0 and command[i - 1] == "--inject")
+    )
+    if injects_gpu_faults or resolve_gpu_backend("auto") != "nvml":
+        return "sim"
+    return "auto"
 
 
 def _is_reference_trainer(command: Sequence[str]) -> bool:
+    """`triage train ...` however it is started (`triage`, a path to it, `python -m triage.cli`),
+    or the trainer's own module: not any command with a `train` argument."""
     args = list(command)
-    return "train" in args and any(a == "triage" or a.endswith(("/triage", "triage.cli")) for a in args)
+    if any(a.startswith("triage.reference_trainer") for a in args):
+        return True
+    return any(
+        (a == "triage" or a.endswith("/triage") or a == "triage.cli") and args[i + 1 : i + 2] == ["train"]
+        for i, a in enumerate(args)
+    )
 
 
 def simulated_gpus_per_node(command: Sequence[str]) -> int | None:

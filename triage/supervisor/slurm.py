@@ -197,11 +197,14 @@ def ending(job_id: str) -> Ending:
         part.split("=", 1) for part in _run(["scontrol", "show", "job", "-o", job_id]).split() if "=" in part
     )
     state, reason = fields.get("JobState", "?"), fields.get("Reason", "None")
+    preempted = fields.get("PreemptTime", "None") not in ("None", "Unknown", "")
     if state == "TIMEOUT" or reason == "TimeLimit":
         return Ending("time_limit", state, reason)
-    if state in ("COMPLETING", "CANCELLED", "COMPLETED", "FAILED") and "Preempt" not in reason:
+    # COMPLETING hides the state under it (CANCELLED, PREEMPTED, NODE_FAIL): a preemption
+    # shows its PreemptTime, a lost node its Reason; what is left is a cancel
+    if state in ("COMPLETING", "CANCELLED", "COMPLETED", "FAILED") and not preempted and reason != "NodeDown":
         return Ending("cancelled", state, reason)
-    return Ending("notice", state, reason)  # RUNNING, or PREEMPTED: to be requeued
+    return Ending("notice", state, reason)  # RUNNING, preempted, a node lost: to be requeued
 
 
 def requeue(job_id: str, exclude: Sequence[str], pause_s: float = 1.0) -> None:
