@@ -116,7 +116,8 @@ def clean_losses(tmp_path_factory) -> dict[int, float]:
 
 
 def test_restart_after_a_crash_reproduces_the_clean_losses(tmp_path, clean_losses):
-    report, summary, data_dir = supervise(tmp_path, "crash", "kill@step=6,rank=1", score_interval=3.0)
+    # scores every second: one falls inside the restarted attempt however quickly it runs
+    report, summary, data_dir = supervise(tmp_path, "crash", "kill@step=6,rank=1", score_interval=1.0)
     first, second = report.attempts
     assert report.status == "completed" and first.outcome == "failed"
     assert first.detection in ("rank_exit", "launcher_exit") and first.action == "restart"
