@@ -32,7 +32,8 @@ lack of them.
 
 Exit status: 0 the job completed; 1 it failed or the supervisor gave up; 2 bad usage;
 130 interrupted (Ctrl-C or SIGTERM: the job and its agents are stopped first; under Slurm a
-SIGTERM is a preemption notice instead).
+SIGTERM is a preemption notice instead, unless Slurm says the job was cancelled, which is
+stopped and never requeued, or is at its time limit, which is said and not requeued).
 """
 
 from __future__ import annotations
