@@ -597,7 +597,7 @@ class LogClassifier:
             kind, description = waiting
             if kind == "recovered":
                 # the wait was the workers' start-up, averaged into the first report
-                self._hits = [h for h in self._hits if h.match.signature != "data-wait-dominates"]
+                self._drop_hits("data-wait-dominates")
             elif match is None:
                 match = LineMatch(
                     Category.DATA_PIPELINE_ERROR,
@@ -621,7 +621,7 @@ class LogClassifier:
             or self._launcher_failed is not None
         ):
             # the barrier completed, or something else went wrong: the wait was start-up
-            self._hits = [h for h in self._hits if h.match.signature != "store-barrier-waiting"]
+            self._drop_hits("store-barrier-waiting")
             self._barrier_waits = False
         if match is not None and match.signature == "store-barrier-waiting":
             self._barrier_waits = True
@@ -761,6 +761,11 @@ class LogClassifier:
             elif (x := re.match(r"\s*exitcode\s*:\s*(-?\d+)", text)) and self._root_cause_exit is None:
                 self._root_cause_exit = int(x.group(1))
                 self._failure_text = (self.lines, text[:MAX_TEXT])
+
+    def _drop_hits(self, signature: str) -> None:
+        """Forget what a signature read earlier, once a later line shows it was a passing state
+        (a start-up wait that ended, a slow first report that recovered)."""
+        self._hits = [h for h in self._hits if h.match.signature != signature]
 
     def feed_all(self, lines: Iterable[str]) -> LogClassifier:
         for line in lines:
