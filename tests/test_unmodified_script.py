@@ -26,10 +26,13 @@ def run_job(
     steps: int = 12,
     env_extra: dict[str, str] | None = None,
     nproc: int = 2,
+    slow_start_s: float = 0.0,
 ) -> tuple[int, dict]:
     """(exit status, the JSON report) of `triage run` over a workload, the fault given as
-    (kind, rank, step)."""
+    (kind, rank, step); each rank's interpreter started `slow_start_s` late (a busy node's or a
+    shared file system's imports)."""
     torchrun = str(Path(sys.executable).parent / "torchrun")
+    late = ["--no-python", "sh", "-c", f'sleep {slow_start_s}; exec "$0" "$@"', sys.executable]
     env = {**os.environ, **(env_extra or {})}
     if fault is not None:
         env.update(
@@ -56,6 +59,7 @@ def run_job(
             torchrun,
             "--nproc-per-node",
             str(nproc),
+            *(late if slow_start_s else []),
             str(WORKLOADS / script),
             "--steps",
             str(steps),
@@ -201,13 +205,23 @@ def test_a_user_exception_fails_fast_with_its_rank(tmp_path, fault, hooks, said)
 def test_a_rank_stuck_before_the_first_step_is_found_when_a_startup_timeout_is_given(tmp_path):
     # rank 1 sleeps before its first forward pass; its peer waits in DDP's first all-reduce.
     # Unset, no hang is declared before the first step (a rank 0 downloading looks the same);
-    # given, the auto-instrumented attempt is stopped and the sleeping rank named, not its node
+    # given, the auto-instrumented attempt is stopped and the sleeping rank named, not its node.
+    # The ranks come up later than the limit (as on a loaded CI machine, whose run stopped them
+    # still importing and found no one): it counts from their start, not from the launch
     rc, report = run_job(
-        tmp_path, "ddp_train.py", "--startup-timeout", "8", "--max-restarts", "0", fault=("hang", 1, 0)
+        tmp_path,
+        "ddp_train.py",
+        "--startup-timeout",
+        "8",
+        "--max-restarts",
+        "0",
+        fault=("hang", 1, 0),
+        slow_start_s=10,
     )
     assert rc == 1
     first = report["attempts"][0]
     assert first["outcome"] == "hung", first
+    assert first["detected_at"] - first["started"] >= 10 + 8, first  # their 8 s began once up
     verdict = first["verdict"]
     assert verdict["category"] == "collective_timeout" and verdict["culprit"]["rank"] == 1, verdict
     assert verdict["culprit"]["node"] is None  # a sleep in the job's own code blames no node

@@ -41,7 +41,9 @@ class SupervisorConfig:
     startup_timeout: float | None = field(
         default=None,
         metadata={
-            "help": "seconds an attempt may take to its first stored step before it counts as hung. "
+            "help": "seconds an attempt's ranks may take from their start (once their hooks are "
+            "loaded: the interpreter's and torch's imports are not counted) to the first stored step "
+            "before the attempt counts as hung. "
             "Unset, 300 s where steps are known to come (the script's own TrainingMonitor, or an "
             "earlier attempt of the run that stepped) and no limit otherwise: a job that reports "
             "no steps is never stopped for the lack of them. Given, it applies to every attempt whose "

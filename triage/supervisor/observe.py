@@ -83,6 +83,10 @@ class Progress:
     #: steps since the last one with a finite loss whose loss came out NaN or Inf: a loss that
     #: stays non-finite is a model gone NaN, not an overflow skipped (those are the grad norm's)
     nonfinite_loss_steps: int = 0
+    #: when the last of the ranks heard from so far came up (its hooks' process start, after
+    #: the interpreter and torch were loaded): the start-up limit counts from there, so that
+    #: ranks slow to import (a busy node, a shared file system) are not taken for hung
+    ranks_up: float | None = None
 
 
 #: The window over which a rank's work outside steps is measured: in child processes and reads ...
@@ -109,7 +113,10 @@ SELECT min(step), max(step) FILTER (WHERE NOT bad), max(end_time), min(end_time)
        least(min(step) FILTER (WHERE bad), (SELECT step FROM e)),
        (SELECT list(how ORDER BY how) FROM h),
        count(DISTINCT step) FILTER (
-           WHERE loss IS NOT NULL AND NOT isfinite(loss) AND step > coalesce((SELECT step FROM f), -1))
+           WHERE loss IS NOT NULL AND NOT isfinite(loss) AND step > coalesce((SELECT step FROM f), -1)),
+       (SELECT max(time) FROM events
+        WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt
+          AND kind = 'process_start')
 FROM s
 """
 
@@ -164,7 +171,7 @@ def read_attempt_progress(
         if since is not None:
             fault = snap.con.execute(_GPU_FAULT_SQL, {**params, "since": since}).fetchone()
         assert row is not None  # an aggregate without GROUP BY always returns one row
-        first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks, nonfinite_run = row
+        first_step, last_step, last_end, first_end, p50, recent_tokens, bad, hooks, nonfinite_run, up = row
         stall = read_stall(snap.con, params, p50, now) if last_step is not None else None
         split = snap.con.execute(_CANARY_SPLIT_SQL, params).fetchone()
         working = read_working(
@@ -190,6 +197,7 @@ def read_attempt_progress(
         None if split is None or split[1] is None else int(split[1]),
         working,
         int(nonfinite_run or 0),
+        up,
     )
 
 

@@ -1000,7 +1000,8 @@ class Supervisor:
                         self._show(attempt, f"silent data corruption: {found.summary}", progress)
                         return Status.FAILED, "corruption", progress
                 self._show(attempt, "running", progress)
-                last = progress.last_progress or started
+                # before the first step, from when the ranks came up: not their imports' time
+                last = progress.last_progress or max(started, progress.ranks_up or started)
                 state = steps.judge(now, last, self._hang_limit(progress), bool(progress.working))
                 if state is StepState.WORKING:
                     self._show(
