@@ -578,6 +578,10 @@ class LogClassifier:
         closed = self._tracebacks.read(text)
         if "%|" in text or "% |" in text:  # a progress bar's
             self._note_progress(text)
+        if "\r" in text and classify_line(shown := text[text.rfind("\r") + 1 :]) is not None:
+            # a progress bar's updates, then the error after its last carriage return: the
+            # line a terminal shows, whose `[rank3]:` prefix and words are the evidence
+            text = shown
         match = classify_line(text)
         if "oss" in text and (loss := self._loss.read(text, rank := rank_prefix(text))):
             self._preparing = None  # training is under way: the data was prepared

@@ -112,6 +112,21 @@ def test_long_lines_and_invalid_utf8_are_streamed(tmp_path, capsys):
     assert rec["evidence"][0]["line"] == 5003  # the over-long line is cut, not split
 
 
+def test_the_end_of_an_over_long_line_is_read_as_a_terminal_shows_it(tmp_path, capsys):
+    # tqdm's carriage-return updates, megabytes of them on one line, and the error printed
+    # after the last one: the line's end is read (its middle skipped), and the words after the
+    # last carriage return are the evidence, with their rank
+    bar = "\r".join(f"Epoch 0: {i % 100}%|#| {i % 100}/100 [00:01<00:02, loss=2.1]" for i in range(60_000))
+    for culprit in (3, 12):
+        log = tmp_path / f"bar{culprit}.log"
+        error = f"[rank{culprit}]: RuntimeError: CUDA error: an illegal memory access was encountered"
+        log.write_text(f"start\n{bar}\r{error}\nstep 9 loss 2.1\n")
+        assert main(["classify", "--json", str(log)]) == 0
+        (rec,) = _json_lines(capsys.readouterr().out)
+        assert (rec["category"], rec["culprit"]["rank"]) == ("cuda_error", culprit), rec
+        assert rec["evidence"][0]["line"] == 2 and rec["evidence"][0]["text"].startswith(f"[rank{culprit}]:")
+
+
 def test_bad_threshold_is_usage_error(capsys):
     assert main(["classify", "--threshold", "2", str(ECC)]) == 2
     assert "--threshold" in capsys.readouterr().err

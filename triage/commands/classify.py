@@ -26,7 +26,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, AnyStr
 
 from triage.analyzers.log_classifier import LogClassifier, LogClassifierConfig
 from triage.config import add_config_args, config_from_args
@@ -205,26 +205,36 @@ def _utf16(head: bytes) -> str | None:
     return None
 
 
-def _lines(stream: IO[bytes], head: bytes) -> Iterator[str]:
-    """Lines of at most MAX_LINE_BYTES (the rest of a longer line is skipped, so line numbers
-    stay right and memory stays bounded), without NUL bytes."""
-    data = head + stream.readline(MAX_LINE_BYTES)
+def _bounded_lines(
+    readline: Callable[[int], AnyStr], first: AnyStr, newline: AnyStr, cut: AnyStr
+) -> Iterator[AnyStr]:
+    """Lines of at most twice MAX_LINE_BYTES: of a longer one, its start and its end with `cut`
+    between them (still one line, so line numbers stay right; memory stays bounded). A
+    progress bar's carriage-return updates make one line of megabytes whose last words, after
+    its last update, may be the error that ended the job."""
+    data = first + readline(MAX_LINE_BYTES)
     while data:
+        if len(data) >= MAX_LINE_BYTES and not data.endswith(newline):
+            tail = [readline(MAX_LINE_BYTES)]  # the last two reads hold the line's end
+            while tail[-1] and not tail[-1].endswith(newline) and (more := readline(MAX_LINE_BYTES)):
+                tail = [tail[-1], more]
+            end = newline[:0].join(tail)[-MAX_LINE_BYTES:]
+            if end:
+                data = data + cut + end
+        yield data
+        data = readline(MAX_LINE_BYTES)
+
+
+def _lines(stream: IO[bytes], head: bytes) -> Iterator[str]:
+    """`_bounded_lines` of a byte stream, without NUL bytes."""
+    for data in _bounded_lines(stream.readline, head, b"\n", b" [...] "):
         yield data.replace(b"\0", b"").decode("utf-8", errors="replace")
-        tail = data
-        while not tail.endswith(b"\n") and tail:
-            tail = stream.readline(MAX_LINE_BYTES)
-        data = stream.readline(MAX_LINE_BYTES)
 
 
 def _text_lines(text: IO[str]) -> Iterator[str]:
-    """`_lines` for a stream decoded already: lines of at most MAX_LINE_BYTES characters."""
-    line = text.readline(MAX_LINE_BYTES)
-    while line:
+    """`_bounded_lines` of a stream decoded already."""
+    for line in _bounded_lines(text.readline, "", "\n", " [...] "):
         yield line.replace("\0", "")
-        while not line.endswith("\n") and line:
-            line = text.readline(MAX_LINE_BYTES)
-        line = text.readline(MAX_LINE_BYTES)
 
 
 def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> LogRead:
