@@ -3,6 +3,7 @@
 import io
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -125,6 +126,33 @@ def test_the_end_of_an_over_long_line_is_read_as_a_terminal_shows_it(tmp_path, c
         (rec,) = _json_lines(capsys.readouterr().out)
         assert (rec["category"], rec["culprit"]["rank"]) == ("cuda_error", culprit), rec
         assert rec["evidence"][0]["line"] == 2 and rec["evidence"][0]["text"].startswith(f"[rank{culprit}]:")
+
+
+def test_a_long_read_says_how_far_it_has_come_where_asked(tmp_path, monkeypatch, capsys):
+    from triage.commands import classify as classify_command
+
+    monkeypatch.setattr(classify_command, "_PROGRESS_EVERY_S", 0.0)  # every check, not every 2 s
+    log = tmp_path / "long.log"
+    lines = [f"step {i} loss 2.1" for i in range(3 * classify_command._PROGRESS_CHECK_LINES)]
+    log.write_text("\n".join([*lines, "[rank6]: OSError: [Errno 28] No space left on device"]) + "\n")
+    assert main(["classify", "--json", "--progress", str(log)]) == 0
+    said = capsys.readouterr()
+    assert _json_lines(said.out)[0]["category"] == "storage_error"  # the report is untouched
+    reports = said.err.splitlines()
+    shape = re.compile(
+        rf"triage classify: {re.escape(str(log))}: [\d.]+ of [\d.]+ MB \(\d+%\) read, ([\d,]+) lines"
+    )
+    counts = [int(m.group(1).replace(",", "")) for r in reports if (m := shape.match(r))]
+    assert len(counts) == len(reports) >= 2 and counts == sorted(counts), reports
+    # stdin's size is unknown: what was read, no share of it
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    assert main(["classify", "--json", "--progress", "-"]) == 0
+    piped = capsys.readouterr().err.splitlines()
+    assert len(piped) == len(reports) and all(
+        re.match(r"triage classify: <stdin>: [\d.]+ MB read", r) for r in piped
+    )
+    # not on a terminal and not asked: nothing said
+    assert main(["classify", "--json", str(log)]) == 0 and capsys.readouterr().err == ""
 
 
 def test_bad_threshold_is_usage_error(capsys):

@@ -22,7 +22,9 @@ import json
 import lzma
 import os
 import re
+import stat
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,6 +56,11 @@ _COMPRESSED: tuple[tuple[re.Pattern[bytes], Callable[[Any], io.BufferedIOBase]],
     (re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"), bz2.BZ2File),
     (re.compile(rb"\xfd7zXZ\x00"), lzma.LZMAFile),
 )
+_COMPRESSED_READERS = (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile)
+#: Seconds between reports of a long read's progress (the first comes after as many) ...
+_PROGRESS_EVERY_S = 2.0
+#: ... looked at every so many lines (a clock read per line would cost the read's speed)
+_PROGRESS_CHECK_LINES = 4096
 #: Bytes read to tell the formats apart
 _MAGIC_BYTES = 10
 #: Formats the standard library cannot read: named, so the error can say how to read them.
@@ -79,6 +86,7 @@ class _Guarded(io.RawIOBase):
     def __init__(self, inner: io.BufferedIOBase) -> None:
         self._inner = inner
         self.error: BaseException | None = None
+        self.read_bytes = 0  # of text (what a compressed file holds), for the progress shown
 
     def readable(self) -> bool:
         return True
@@ -94,6 +102,7 @@ class _Guarded(io.RawIOBase):
             self.error = exc
             return 0
         view[: len(data)] = data
+        self.read_bytes += len(data)
         return len(data)
 
 
@@ -178,6 +187,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="log files (plain, gzip, bzip2 or xz) or directories of them; `-` reads stdin",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object per file, one per line")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="say on stderr every 2 s how far a long read has come (default: where stderr is a terminal)",
+    )
     add_config_args(parser, LogClassifierConfig)
 
 
@@ -237,12 +252,41 @@ def _text_lines(text: IO[str]) -> Iterator[str]:
         yield line.replace("\0", "")
 
 
-def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> LogRead:
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:.0f}" if n >= 10e6 else f"{n / 1e6:.1f}"
+
+
+def _shown_progress(
+    lines: Iterator[str], name: str, guarded: _Guarded, total: int | None, out: IO[str]
+) -> Iterator[str]:
+    """`lines`, saying every few seconds how far the read has come: a 200 MB log (or one piped
+    in) takes a minute, which must not look like a hang."""
+    started = time.monotonic()
+    shown = started
+    on_terminal = out.isatty()  # one line, rewritten in place, and wiped once the read ends
+    said = ""
+    for i, line in enumerate(lines, 1):
+        yield line
+        if i % _PROGRESS_CHECK_LINES == 0 and (now := time.monotonic()) - shown >= _PROGRESS_EVERY_S:
+            shown = now
+            read = _megabytes(guarded.read_bytes)
+            of = f" of {_megabytes(total)} MB ({100 * guarded.read_bytes / total:.0f}%)" if total else " MB"
+            said = f"triage classify: {name}: {read}{of} read, {i:,} lines in {now - started:.0f} s"
+            print(said, file=out, end="\r" if on_terminal else "\n", flush=True)
+    if on_terminal and said:
+        print(" " * len(said), file=out, end="\r", flush=True)
+
+
+def classify_stream(
+    raw: IO[bytes], name: str, config: LogClassifierConfig, progress: IO[str] | None = None
+) -> LogRead:
     """Classify one byte stream, compressed or not. Binary or empty input gives an `unknown`
     verdict that says so; a read that breaks off (a truncated archive, a disk error) keeps the
     verdict of the lines read before it. Raises ValueError for a compression it cannot read and
-    OSError where the stream cannot be read at all."""
-    guarded = _Guarded(open_log(raw, name))
+    OSError where the stream cannot be read at all. With `progress`, a long read says there how
+    far it has come."""
+    inner = open_log(raw, name)
+    guarded = _Guarded(inner)
     stream = io.BufferedReader(guarded)
     head = stream.read(SNIFF_BYTES)
     if not head and guarded.error is not None:
@@ -252,7 +296,7 @@ def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> L
     classifier = LogClassifier(name, config)
     if (codec := _utf16(head)) is not None:
         text = io.TextIOWrapper(io.BufferedReader(_Rejoined(head, stream)), encoding=codec, errors="replace")
-        classifier.feed_all(_text_lines(text))
+        classifier.feed_all(_progressed(_text_lines(text), name, guarded, raw, inner, progress))
         return _finished(classifier, guarded, name)
     if _looks_binary(head):
         summary = f"{name} looks binary (control bytes no log holds), not a text log: nothing classified"
@@ -263,8 +307,30 @@ def classify_stream(raw: IO[bytes], name: str, config: LogClassifierConfig) -> L
     # split on newlines only, as the reader below does (and as `grep -n` numbers lines): a
     # carriage return inside a line is a progress bar's update, not a new line
     classifier.feed_all(head[:cut].replace(b"\0", b"").decode("utf-8", errors="replace").split("\n")[:-1])
-    classifier.feed_all(_lines(stream, head[cut:]))
+    classifier.feed_all(_progressed(_lines(stream, head[cut:]), name, guarded, raw, inner, progress))
     return _finished(classifier, guarded, name)
+
+
+def _progressed(
+    lines: Iterator[str],
+    name: str,
+    guarded: _Guarded,
+    raw: IO[bytes],
+    inner: io.BufferedIOBase,
+    out: IO[str] | None,
+) -> Iterator[str]:
+    """`lines`, with progress shown on `out` where one is given; of a plain file (not a pipe,
+    not an archive: its text's size is unknown) the share read too."""
+    if out is None:
+        return lines
+    total = None
+    if not isinstance(inner, _COMPRESSED_READERS):
+        try:
+            st = os.fstat(raw.fileno())
+            total = st.st_size if stat.S_ISREG(st.st_mode) and st.st_size else None
+        except (OSError, ValueError, io.UnsupportedOperation):
+            total = None
+    return _shown_progress(lines, name, guarded, total, out)
 
 
 def _finished(classifier: LogClassifier, guarded: _Guarded, name: str) -> LogRead:
@@ -338,6 +404,7 @@ def run(args: argparse.Namespace) -> int:
 
         console = Console()
     status = EXIT_OK
+    progress = sys.stderr if (sys.stderr.isatty() if args.progress is None else args.progress) else None
     skipped: dict[str, int] = {}
     reported: set[str] = set()
     for log in expand_paths(args.files):
@@ -349,10 +416,10 @@ def run(args: argparse.Namespace) -> int:
             continue
         try:
             if name == "-":
-                read = classify_stream(sys.stdin.buffer, "<stdin>", config)
+                read = classify_stream(sys.stdin.buffer, "<stdin>", config, progress)
             else:
                 with open(name, "rb") as stream:
-                    read = classify_stream(stream, name, config)
+                    read = classify_stream(stream, name, config, progress)
         except ValueError as exc:
             read = LogRead(Verdict(Category.UNKNOWN, 0.0, str(exc)), error=str(exc))
         except OSError as exc:
