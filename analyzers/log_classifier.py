@@ -487,6 +487,11 @@ class TracebackReader:
 #: Signals a process dies of when its own native code fails (torchrun reports them negated):
 #: not SIGKILL (the OOM killer's, or an operator's) nor SIGTERM (a stop from outside).
 _CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
+#: A rank's words for a peer that went away (gloo's "Connection closed by peer ... typically
+#: caused by a remote worker crashing", NCCL's "remote process exited"), not for a network fault.
+_PEER_LOST = frozenset({"peer-reset", "nccl-remote-error"})
+#: torchrun's lines on a rank it lost to SIGKILL.
+_KILLED = frozenset({"torchrun-sigkill", "torchrun-exitcode-9"})
 #: Timeout signatures whose rank is the one that never came, not the one that waited:
 #: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
 _NAME_THE_LATE_RANK = frozenset({"horovod-stall", "horovod-stall-shutdown"})
@@ -841,6 +846,12 @@ class LogClassifier:
             description = (
                 f"rank {rank} exited with code {code} on its own (no signal) before its peers lost it"
             )
+        elif (
+            code == -9 and root is not None and root.match.signature in _PEER_LOST and root.match.rank != rank
+        ):
+            # the peers' "connection closed by peer" is the SIGKILLed rank's end, which the
+            # launcher's own SIGKILL lines tell (usually the host OOM killer)
+            return next((h for h in self._hits if h.match.signature in _KILLED), None)
         else:
             return None
         line, text = self._failure_text or (self.lines, f"rank {rank} exited with code {code}")
@@ -908,12 +919,15 @@ class LogClassifier:
             rank = next((h.match.rank for h in same if h.match.rank is not None), fallback)
             if rank is None and m.category.layer in _OWN_ERROR_LAYERS:
                 rank = self._only_traceback_rank(m.category)
+        if m.signature in _KILLED and self._first_failed_rank is not None:
+            # the agent's SIGKILL line says `local_rank: 0`; its Root Cause block, the global rank
+            rank = self._first_failed_rank
         if rank is not None and self._per_node_launcher:
             tasks = (_SRUN_TASK_RE.search(h.text) for h in (root, *same))
             if any(task is not None and int(task.group(1)) == rank for task in tasks):
                 rank = None
         node = m.node
-        if node is None and (m.rank is None or m.rank == self._root_cause_rank):
+        if node is None and (m.rank is None or m.rank == self._root_cause_rank or m.signature in _KILLED):
             node = self._root_cause_host
         if node is None and len(self._nodes_seen) == 1:
             node = next(iter(self._nodes_seen))

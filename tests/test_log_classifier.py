@@ -1463,6 +1463,46 @@ def test_a_rank_that_crashed_in_native_code_is_where_to_look_not_its_peers_reset
     assert f"rank 1 was ended by {signal}" in verdict.summary
 
 
+def _killed_rank_log(killed: int, peers: list[str]) -> list[str]:
+    return [
+        *peers,
+        "E1207 19:25:10.912000 23190 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) "
+        "local_rank: 0 (pid: 23313) of binary: /venv/bin/python",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  host      : gpu-node-2",
+        f"  rank      : {killed} (local_rank: 0)",
+        "  exitcode  : -9 (pid: 23313)  (SIGKILL)",
+        "  traceback : Signal 9 (SIGKILL) received by PID 23313",
+    ]
+
+
+@pytest.mark.parametrize("killed", [0, 1, 5])
+@pytest.mark.parametrize(
+    "lost",
+    [
+        "[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+        "closed by peer [10.0.0.2]:63633. This is typically caused by a remote worker crashing.",
+        "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process "
+        "exited or there was a network error, NCCL version 2.21.5",
+    ],
+    ids=["gloo-closed-by-peer", "nccl-remote-exited"],
+)
+def test_peers_losing_a_sigkilled_rank_are_its_consequences(killed, lost):
+    # a trial on two Slurm nodes: rank 0 SIGKILLed, its peer's "closed by peer" was taken for a
+    # network fault on the peer (whose node would have been excluded)
+    peers = [lost.format(r=r) for r in range(6) if r != killed][:2]
+    verdict = classify_lines(_killed_rank_log(killed, peers))
+    assert (verdict.category, verdict.culprit.rank) == (C.HOST_OOM, killed), verdict.summary
+    # alone too, the agent's `local_rank: 0` is no global rank where its Root Cause block names one
+    alone = classify_lines(_killed_rank_log(killed, []))
+    assert (alone.culprit.rank, alone.culprit.node) == (killed, "gpu-node-2"), alone.summary
+    # a fault of the network itself, beside a SIGKILL, stays the network's
+    ib = "[rank{r}]: NET/IB : Got completion from peer 10.0.0.3<48034> with status=12 opcode=0 len=0 vendor err 129"
+    network = classify_lines(_killed_rank_log(killed, [ib.format(r=(killed + 1) % 6)]))
+    assert network.category is C.NETWORK_ERROR
+
+
 def test_a_watchdogs_own_abort_stays_the_timeout_it_printed():
     lines = [
         "[rank1]:[E1207 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
