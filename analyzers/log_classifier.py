@@ -215,10 +215,13 @@ _ORDER = {sig: i for i, sig in enumerate(SIGNATURES)}
 #: dot unless it is a host's full name with a hyphen in it. The label's host is not taken as the line's node: the host that prints a symptom (a
 #: timeout, a reset) is the victim, and a word with a digit is not always a host.
 _HOST_LABEL_RE = re.compile(
-    r"^\s*(?:[A-Za-z][\w-]*\d[\w-]*"  # node2, gpu-node-01
+    r"^\s*(?:(?:[A-Za-z][\w-]*\d[\w-]*"  # node2, gpu-node-01
     r"|(?=[^:\s]*-)[a-z][a-z0-9-]*\d[a-z0-9-]*(?:\.[a-z0-9-]+)+"  # gpu-node-01.cluster.internal
     r"|\d{1,3}(?:\.\d{1,3}){3}|\d+): "  # an IP address, srun's task number
+    r"|[A-Za-z][\w.-]*/\d+ \[\d+\]: ?)"  # TorchX's role/replica [rank]: `trainer/0 [3]:`
 )
+#: NCCL's INFO line on its last connect retry: the bootstrap gave up on a peer it cannot reach.
+_NCCL_GAVE_UP_RE = re.compile(r"connect returned [^,]+, retrying \((\d+)/\1\)")
 
 
 #: A terminal colour or cursor sequence (gcc's and rich's coloured output, kept in a log file).
@@ -231,7 +234,7 @@ def classify_line(text: str) -> LineMatch | None:
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     found = set(KEYWORDS_RE.findall(text.lower()))
-    if not found or " NCCL INFO " in text:
+    if not found or (" NCCL INFO " in text and not _NCCL_GAVE_UP_RE.search(text)):
         return None  # NCCL INFO lines report normal set-up, even "cannot open shared object"
     match = _classify_body(text, found)
     if match is None and (label := _HOST_LABEL_RE.match(text)):
@@ -496,6 +499,12 @@ _KILLED = frozenset({"torchrun-sigkill", "torchrun-exitcode-9"})
 #: Horovod's `[missing ranks: N]` and its `Stalled ranks:` list.
 _NAME_THE_LATE_RANK = frozenset({"horovod-stall", "horovod-stall-shutdown"})
 _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
+#: torch.multiprocessing.spawn's report of the first child it saw end: "process 1 terminated
+#: with signal SIGABRT" / "... with exit code 3" (its process index: the rank on one node)
+_SPAWN_FAILED_RE = re.compile(
+    r"ProcessExitedException: process (\d+) terminated with (?:signal (SIG\w+)|exit code (\d+))"
+)
+_SIGNALS = {"SIGILL": 4, "SIGABRT": 6, "SIGBUS": 7, "SIGFPE": 8, "SIGKILL": 9, "SIGSEGV": 11, "SIGTERM": 15}
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
 _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")
 #: DeepSpeed's launcher names a dead child by its command line, `[ERROR] ... sigkill_handler]
@@ -756,6 +765,14 @@ class LogClassifier:
             self._ds_command = (self.lines, int(d.group(1)))
         if self._launcher_failed is None and "exitcode" in text and (f := _LAUNCHER_FAILED_RE.search(text)):
             self._launcher_failed = (int(f.group(2)), int(f.group(1)))
+            self._failure_text = (self.lines, text[:MAX_TEXT])
+        elif (
+            self._launcher_failed is None
+            and "terminated with" in text
+            and (f := _SPAWN_FAILED_RE.search(text))
+        ):
+            code = int(f.group(3)) if f.group(3) else -_SIGNALS.get(f.group(2), 0)
+            self._launcher_failed = (int(f.group(1)), code)
             self._failure_text = (self.lines, text[:MAX_TEXT])
         if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):
             self._in_root_cause = True

@@ -62,7 +62,7 @@ def _s(
 _CODE_EXCEPTIONS = (
     r"(?:KeyError|IndexError|ValueError|TypeError|AttributeError|NameError|AssertionError"
     r"|ZeroDivisionError|NotImplementedError|FileNotFoundError|UnboundLocalError|SyntaxError"
-    r"|IsADirectoryError|FileExistsError)"
+    r"|IsADirectoryError|FileExistsError|PermissionError)"
 )
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -1163,14 +1163,16 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "eaddrinuse",
         _C.RENDEZVOUS_ERROR,
-        "address already in use|eaddrinuse|failed to listen|binding port|no address added",
+        "address already in use|eaddrinuse|failed to listen|binding port|no address added|utilizing it",
         r"EADDRINUSE|errno: 98 - Address already in use|address already in use"
         r"|server socket has failed to listen on any local network address"
         # gRPC's server (JAX's coordination service, TensorFlow's) binding a port another holds,
         # or an address that is not this host's
         r"|No address added out of total \d+ resolved"
         # LightGBM's network set-up (SynapseML, Dask) on a port another job holds
-        r"|Network init call failed in LightGBM with error: Binding port \d+ failed",
+        r"|Network init call failed in LightGBM with error: Binding port \d+ failed"
+        # Accelerate's launcher finding the port taken before it starts the ranks
+        r"|Tried to launch distributed communication on port `?\d+`?, but another process is utilizing it",
         0.9,
         "the rendezvous port could not be bound (already in use, or an address not this host's)",
     ),
@@ -1208,7 +1210,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # and libfabric's (AWS EFA, Slingshot): "NET/OFI Request 0x.. completed with error. RC: 113",
         # or the EFA provider's own completion-queue report of a failed transfer
         r"NET/IB\w* ?: Got completion (?:from peer \S+ )?with (?:error|status=)\s*\d+"
-        r"|NET/OFI Request \S+ completed with error"
+        r"|NET/OFI Request (?:\S+ )?completed with error"
         r"|libfabric:\S*:efa:cq:\w*handle_error\(\)\S*\s*<warn> err: \d+",
         0.9,
         "a network transfer completed with an error (InfiniBand, EFA)",
@@ -1312,6 +1314,17 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Failed to open lib(?:nvidia-ml|cuda)\.so",
         0.8,
         "NCCL could not open the NVIDIA driver's libraries (NVML or libcuda) on this machine",
+    ),
+    # NCCL's bootstrap retrying a peer's address until it gives up (an INFO line, the only one
+    # read): no route, refused or timed out all the way is the network between the nodes
+    _s(
+        "nccl-connect-gave-up",
+        _C.NETWORK_ERROR,
+        "socketpollconnect",
+        r"socketPollConnect: connect returned (?:No route to host|Connection refused|Connection timed out), "
+        r"retrying \((\d+)/\1\)",
+        0.7,
+        "NCCL could not reach a peer's address after every retry",
     ),
     _s(
         "nccl-remote-error",
@@ -1514,7 +1527,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "checkpoint-error",
         _C.CHECKPOINT_ERROR,
         "checkpoint|ckpt|global_step|_states|storage has wrong size",
-        r"CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict|Missing key\(s\) in state_dict"
+        r"(?<!utils\.checkpoint\.)CheckpointError|checkpoint_error: |Error\(s\) in loading state_dict"
+        r"|Missing key\(s\) in state_dict"
         r"|Unexpected key\(s\) in state_dict"
         # a resume whose checkpoint directory lacks a file (an incomplete save, a conversion
         # that left out DeepSpeed's optimizer shards)
@@ -1526,6 +1540,55 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|storage has wrong size: expected -?\d+ got",
         0.8,
         "a checkpoint could not be written or read back",
+    ),
+    # activation checkpointing's recompute differs from the forward pass (a module that is not
+    # deterministic under recompute, ZeRO-3's gathered parameters freed in between): the model
+    # code's, and no model checkpoint's
+    _s(
+        "activation-recompute-mismatch",
+        _C.USER_CODE_ERROR,
+        "utils.checkpoint",
+        r"torch\.utils\.checkpoint\.CheckpointError|torch\.utils\.checkpoint: Recomputed values for the following "
+        r"tensors have different metadata",
+        0.85,
+        "activation checkpointing recomputed different tensors than the forward pass",
+    ),
+    # a DCP load of a directory without its `.metadata` (a save that never finished, a wrong path)
+    _s(
+        "dcp-metadata-missing",
+        _C.CHECKPOINT_ERROR,
+        "assert metadata is not none",
+        r"\bassert metadata is not None\b",
+        0.7,
+        "a distributed checkpoint was loaded without its metadata (an unfinished save, a wrong path)",
+    ),
+    # safetensors failing to write a checkpoint file (Windows' mapped-file lock, a permission):
+    # a full disk says so in its own words (storage)
+    _s(
+        "safetensors-write-failed",
+        _C.CHECKPOINT_ERROR,
+        "while serializing",
+        r"SafetensorError: Error while serializing: IoError\(Os \{ code: (?!28\b)\d+",
+        0.75,
+        "a safetensors checkpoint could not be written",
+    ),
+    # a native crash inside torch.save's zip writer: the save was under way when it died
+    _s(
+        "crash-in-checkpoint-writer",
+        _C.CHECKPOINT_ERROR,
+        "pytorchstreamwriter",
+        r"\bin caffe2::serialize::PyTorchStreamWriter::\w+",
+        0.65,
+        "the process crashed inside torch.save's writer",
+    ),
+    # a CUDA call's error raised through c10's check, its message cut from the log
+    _s(
+        "c10-cuda-check",
+        _C.CUDA_ERROR,
+        "c10_cuda_check_implementation",
+        r"^Exception raised from c10_cuda_check_implementation\b",
+        0.6,
+        "a CUDA runtime call failed (its message is not in the log)",
     ),
     _s(
         "illegal-memory-access",
@@ -2069,7 +2132,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "backend-not-built",
         _C.ENVIRONMENT_ERROR,
         "built in|nccl is not available|no backend type",
-        r"Distributed package doesn't have (?:NCCL|MPI|Gloo|UCC) built in|\w+ is not built into this (?:torch|PyTorch)"
+        r"Distributed package doesn't have (?:NCCL|MPI|Gloo|UCC)(?: \" \"| )built in|\w+ is not built into this (?:torch|PyTorch)"
         # CuPy built without NCCL (ChainerMN's communicators need it)
         r"|NCCL is not available\. Please confirm that NCCL is enabled in CuPy"
         # a collective on a device no loaded backend serves (Intel's oneCCL bindings not
@@ -2426,11 +2489,22 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "resumed from a weights-only checkpoint (no optimizer/trainer state)",
     ),
+    # numpy reading a dataset's index file that is no array (Megatron's index cache written by
+    # another node at the same time, or cut short): the data's, not a checkpoint's
+    _s(
+        "dataset-index-unreadable",
+        _C.DATA_PIPELINE_ERROR,
+        "as a pickle",
+        r"Failed to interpret file '[^']*(?:index-cache|_(?:doc|sample|shuffle)_idx\.npy|dataset|/data/)[^']*' as a pickle",
+        0.8,
+        "a dataset index file could not be read (a cache built twice at once, or cut short)",
+    ),
     _s(
         "unpickling",
         _C.CHECKPOINT_ERROR,
         "unpickling|weights only",
-        r"UnpicklingError|Weights only load failed",
+        # not the `raise pickle.UnpicklingError(` a traceback shows as the source of its frame
+        r"(?<!raise pickle\.)(?<!raise )UnpicklingError|Weights only load failed",
         0.7,
         "the checkpoint could not be unpickled",
     ),
@@ -2491,7 +2565,8 @@ SIGNATURES: tuple[Signature, ...] = (
         # Intel GPUs' Level Zero runtime (Unified Runtime's codes)
         r"|\bUR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b|\bZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"
         # XLA's asynchronous allocator, its size printed with thousands separators
-        r"|cuMemAllocAsync failed to allocate [\d,]+ bytes",
+        r"|cuMemAllocAsync failed to allocate [\d,]+ bytes"
+        r"|\bcuMemAlloc failed: out of memory",  # PyCUDA's driver wrapper
         0.95,
         "the GPU ran out of memory",
     ),
@@ -2632,7 +2707,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|minimum loss scale reached"
         # a dynamic loss scale that fell below 1 (fairseq "setting loss scale to: 0.00048",
         # "loss_scale 0" in its metric lines): every step overflows
-        r"|setting loss scale to:? 0(?:\.\d+)?\b|\bloss_scale[ =:]+0(?:\.0+)?(?=[ ,|]|$)",
+        r"|setting loss scale to:? 0(?:\.\d+)?\b|\bloss_scale[ =:]+0(?:\.0+)?(?=[ ,|]|$)"
+        # guided-diffusion's log2 of the scale (it starts at 20) gone below -10: thirty NaN
+        # steps and more in a row
+        r"|Found NaN, decreased lg_loss_scale to -(?:\d{3,}|[1-9]\d)(?:\.\d+)?\b",
         0.85,
         "fp16 loss scale collapsed: every step overflows",
     ),
