@@ -125,3 +125,26 @@ def test_the_verdict_says_what_the_incident_cost_the_job():
     assert "31.0 s of the job (62 GPU-s)" in cost
     assert cost.index("detection and restart 15.0 s") < cost.index("progress redone 12.0 s")
     assert "checkpoint load 2.0 s" in cost
+
+
+def test_a_hang_known_only_from_its_stopped_heartbeats_is_timed_from_its_last_step():
+    # the ranks' last heartbeats are when the supervisor stopped them, after the hang was
+    # detected: the fault began at the last step (a Slurm trial said "detected 241 ms after")
+    verdict = {**VERDICT, "category": "unknown", "first_seen": T + 50.2}
+    for last_step_end in (T + 5, T + 12):
+        hung = AttemptReport(
+            0,
+            T,
+            {},
+            outcome="hung",
+            detection="hang",
+            detected_at=T + 50,
+            verdict=verdict,
+            last_progress=last_step_end,
+        )
+        assert hung.fault_at == last_step_end and hung.detect_s == T + 50 - last_step_end
+    # evidence before the detection is the fault's own time
+    seen = AttemptReport(
+        0, T, {}, detection="hang", detected_at=T + 50, verdict={**VERDICT, "first_seen": T + 20}
+    )
+    assert seen.fault_at == T + 20

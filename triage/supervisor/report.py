@@ -45,10 +45,14 @@ class AttemptReport:
         """When the fault struck, as well as the record tells: where a rank's exit was what the
         supervisor detected, that exit (seen within one poll); else the verdict's first
         evidence; never before the last completed step (the fault followed it), which stands
-        in where nothing else is known."""
+        in where nothing else is known. Evidence first seen after the detection is no time of
+        the fault: a hang whose only record is the ranks' heartbeats ending when the supervisor
+        stopped them began at its last step."""
         if self.detection == "rank_exit" and self.first_exit_at is not None:
             return self.first_exit_at
         first_seen = (self.verdict or {}).get("first_seen")
+        if first_seen is not None and self.detected_at is not None and first_seen > self.detected_at:
+            first_seen = None
         if self.last_progress is None:
             return first_seen
         return max(self.last_progress, first_seen if first_seen is not None else self.last_progress)
