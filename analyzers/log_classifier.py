@@ -220,8 +220,6 @@ _HOST_LABEL_RE = re.compile(
     r"|\d{1,3}(?:\.\d{1,3}){3}|\d+): "  # an IP address, srun's task number
     r"|[A-Za-z][\w.-]*/\d+ \[\d+\]: ?)"  # TorchX's role/replica [rank]: `trainer/0 [3]:`
 )
-#: NCCL's INFO line on its last connect retry: the bootstrap gave up on a peer it cannot reach.
-_NCCL_GAVE_UP_RE = re.compile(r"connect returned [^,]+, retrying \((\d+)/\1\)")
 
 
 #: A terminal colour or cursor sequence (gcc's and rich's coloured output, kept in a log file).
@@ -234,7 +232,7 @@ def classify_line(text: str) -> LineMatch | None:
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     found = set(KEYWORDS_RE.findall(text.lower()))
-    if not found or (" NCCL INFO " in text and not _NCCL_GAVE_UP_RE.search(text)):
+    if not found or " NCCL INFO " in text:
         return None  # NCCL INFO lines report normal set-up, even "cannot open shared object"
     match = _classify_body(text, found)
     if match is None and (label := _HOST_LABEL_RE.match(text)):
@@ -504,6 +502,8 @@ _ROOT_CAUSE_RE = re.compile(r"Root Cause \(first observed failure\)")
 _SPAWN_FAILED_RE = re.compile(
     r"ProcessExitedException: process (\d+) terminated with (?:signal (SIG\w+)|exit code (\d+))"
 )
+#: Lines before a hit that its context must (or must not) be found in (`LogClassifier._in_context`).
+_CONTEXT_LINES = 8
 _SIGNALS = {"SIGILL": 4, "SIGABRT": 6, "SIGBUS": 7, "SIGFPE": 8, "SIGKILL": 9, "SIGSEGV": 11, "SIGTERM": 15}
 #: torchrun's agent on the first child it saw fail: "failed (exitcode: -11) local_rank: 1 (pid:"
 _LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid")
@@ -573,6 +573,8 @@ class LogClassifier:
         self._triage_stopped = False  # `triage run` wrote that it stopped the attempt
         self._barrier_waits = False  # a store barrier's wait is among the hits
         self._timed_out_works = TimedOutWorks()
+        self._cuda_message_at = -_CONTEXT_LINES - 1  # the line of the latest CUDA error message
+        self._dcp_frame_at = -_CONTEXT_LINES - 1  # and of a distributed-checkpoint frame
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
@@ -594,9 +596,17 @@ class LogClassifier:
             self._note_progress(text)
         if "\r" in text and classify_line(shown := text[text.rfind("\r") + 1 :]) is not None:
             # a progress bar's updates, then the error after its last carriage return: the
-            # line a terminal shows, whose `[rank3]:` prefix and words are the evidence
-            text = shown
+            # line a terminal shows, whose words are the evidence (with the rank prefix the
+            # line began with, where the error has none of its own)
+            prefix = _RANK_PREFIX_RE.match(text)
+            text = shown if prefix is None or _RANK_PREFIX_RE.match(shown) else prefix.group(0) + shown
         match = classify_line(text)
+        if "CUDA error" in text or "what():" in text:
+            self._cuda_message_at = self.lines
+        if "distributed/checkpoint/" in text:
+            self._dcp_frame_at = self.lines
+        if match is not None and not self._in_context(match.signature):
+            match = None
         if "oss" in text and (loss := self._loss.read(text, rank := rank_prefix(text))):
             self._preparing = None  # training is under way: the data was prepared
             # and a timeout before it was survived: not the one a preparation would explain
@@ -771,9 +781,12 @@ class LogClassifier:
             and "terminated with" in text
             and (f := _SPAWN_FAILED_RE.search(text))
         ):
-            code = int(f.group(3)) if f.group(3) else -_SIGNALS.get(f.group(2), 0)
-            self._launcher_failed = (int(f.group(1)), code)
-            self._failure_text = (self.lines, text[:MAX_TEXT])
+            index = int(f.group(1))
+            # its process index is the rank only on one node: not where the log names others
+            if not self._ranks_seen or index in self._ranks_seen:
+                code = int(f.group(3)) if f.group(3) else -_SIGNALS.get(f.group(2), 0)
+                self._launcher_failed = (index, code)
+                self._failure_text = (self.lines, text[:MAX_TEXT])
         if "Root Cause" in text and _ROOT_CAUSE_RE.search(text):
             self._in_root_cause = True
             return
@@ -787,6 +800,17 @@ class LogClassifier:
             elif (x := re.match(r"\s*exitcode\s*:\s*(-?\d+)", text)) and self._root_cause_exit is None:
                 self._root_cause_exit = int(x.group(1))
                 self._failure_text = (self.lines, text[:MAX_TEXT])
+
+    def _in_context(self, signature: str) -> bool:
+        """Whether a signature that holds only beside other lines has them: c10's CUDA check
+        stands for a CUDA error whose message was cut only where no message (or C++ `what():`)
+        came just before it (at a process's exit the watchdog's "driver shutting down" is
+        teardown); DCP's `assert metadata is not None` only under a distributed-checkpoint frame."""
+        if signature == "c10-cuda-check":
+            return self.lines - self._cuda_message_at > _CONTEXT_LINES
+        if signature == "dcp-metadata-missing":
+            return self.lines - self._dcp_frame_at <= _CONTEXT_LINES
+        return True
 
     def _drop_hits(self, signature: str) -> None:
         """Forget what a signature read earlier, once a later line shows it was a passing state

@@ -62,7 +62,7 @@ def _s(
 _CODE_EXCEPTIONS = (
     r"(?:KeyError|IndexError|ValueError|TypeError|AttributeError|NameError|AssertionError"
     r"|ZeroDivisionError|NotImplementedError|FileNotFoundError|UnboundLocalError|SyntaxError"
-    r"|IsADirectoryError|FileExistsError|PermissionError)"
+    r"|IsADirectoryError|FileExistsError)"
 )
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -633,7 +633,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "transport endpoint is not connected",
         r"'/(?![^']*(?:\.sock'|/sockets?/))[^']*': Transport endpoint is not connected"
         r"|Transport endpoint is not connected: '/(?![^']*(?:\.sock'|/sockets?/))"
-        r"|file_system\S*\s.{0,40}Transport endpoint is not connected",
+        r"|file_system\S*\s.{0,40}Transport endpoint is not connected"
+        # a file writer's own (safetensors' Rust IoError): a file, never a socket
+        r"|Error while serializing: IoError\(Os \{ code: 107, kind: NotConnected",
         0.65,
         "a mounted file system's daemon went away (Transport endpoint is not connected)",
     ),
@@ -1315,17 +1317,6 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "NCCL could not open the NVIDIA driver's libraries (NVML or libcuda) on this machine",
     ),
-    # NCCL's bootstrap retrying a peer's address until it gives up (an INFO line, the only one
-    # read): no route, refused or timed out all the way is the network between the nodes
-    _s(
-        "nccl-connect-gave-up",
-        _C.NETWORK_ERROR,
-        "socketpollconnect",
-        r"socketPollConnect: connect returned (?:No route to host|Connection refused|Connection timed out), "
-        r"retrying \((\d+)/\1\)",
-        0.7,
-        "NCCL could not reach a peer's address after every retry",
-    ),
     _s(
         "nccl-remote-error",
         _C.NETWORK_ERROR,
@@ -1562,13 +1553,13 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "a distributed checkpoint was loaded without its metadata (an unfinished save, a wrong path)",
     ),
-    # safetensors failing to write a checkpoint file (Windows' mapped-file lock, a permission):
-    # a full disk says so in its own words (storage)
+    # safetensors failing to write a checkpoint file (Windows' mapped-file lock, a permission)
     _s(
         "safetensors-write-failed",
         _C.CHECKPOINT_ERROR,
         "while serializing",
-        r"SafetensorError: Error while serializing: IoError\(Os \{ code: (?!28\b)\d+",
+        # (not the disk's own: EIO, ENOSPC, EROFS, a lost mount, a stale handle, a quota; nor ENOMEM)
+        r"SafetensorError: Error while serializing: IoError\(Os \{ code: (?!(?:5|12|28|30|107|116|122)\b)\d+",
         0.75,
         "a safetensors checkpoint could not be written",
     ),
@@ -2495,7 +2486,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "dataset-index-unreadable",
         _C.DATA_PIPELINE_ERROR,
         "as a pickle",
-        r"Failed to interpret file '[^']*(?:index-cache|_(?:doc|sample|shuffle)_idx\.npy|dataset|/data/)[^']*' as a pickle",
+        r"Failed to interpret file '[^']*(?:/index-cache/|_(?:doc|sample|shuffle)_idx\.npy)[^']*' as a pickle",
         0.8,
         "a dataset index file could not be read (a cache built twice at once, or cut short)",
     ),

@@ -163,7 +163,7 @@ def test_bad_threshold_is_usage_error(capsys):
 def test_bench_classify_json(capsys):
     assert main(["bench", "classify", "--json", "--repeat", "1"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["files"] >= 60 and result["accuracy"] >= result["target"] == 0.87
+    assert result["files"] >= 60 and result["accuracy"] >= result["target"] == 0.86
     assert result["lines_per_s"] > 0 and isinstance(result["misses"], list)
 
 
