@@ -491,6 +491,11 @@ _CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGS
 #: A rank's words for a peer that went away (gloo's "Connection closed by peer ... typically
 #: caused by a remote worker crashing", NCCL's "remote process exited"), not for a network fault.
 _PEER_LOST = frozenset({"peer-reset", "nccl-remote-error"})
+#: An exception that announces the error it wraps, printed after it (TorchScript's interpreter
+#: over a CUDA out of memory): no error of its own.
+_WRAPS_A_LATER_ERROR = "The following operation failed in the TorchScript interpreter"
+#: The least strength of another rank's own error that explains why its peers lost it.
+_PEER_ERROR_STRENGTH = 0.5
 #: torchrun's lines on a rank it lost to SIGKILL.
 _KILLED = frozenset({"torchrun-sigkill", "torchrun-exitcode-9"})
 #: Timeout signatures whose rank is the one that never came, not the one that waited:
@@ -575,6 +580,7 @@ class LogClassifier:
         self._timed_out_works = TimedOutWorks()
         self._cuda_message_at = -_CONTEXT_LINES - 1  # the line of the latest CUDA error message
         self._dcp_frame_at = -_CONTEXT_LINES - 1  # and of a distributed-checkpoint frame
+        self._sem_unlink_at = -_CONTEXT_LINES - 1  # and of multiprocessing's semaphore clean-up
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
@@ -605,6 +611,8 @@ class LogClassifier:
             self._cuda_message_at = self.lines
         if "distributed/checkpoint/" in text:
             self._dcp_frame_at = self.lines
+        if "sem_unlink(" in text:
+            self._sem_unlink_at = self.lines
         if match is not None and not self._in_context(match.signature):
             match = None
         if "oss" in text and (loss := self._loss.read(text, rank := rank_prefix(text))):
@@ -673,7 +681,7 @@ class LogClassifier:
             match = dataclasses.replace(match, symptom=True)
         if text.rstrip().endswith(_LAST_ERROR):
             self._last_error_at = self.lines
-        if own_code_exception(closed, text, match):
+        if own_code_exception(closed, text, match) and _WRAPS_A_LATER_ERROR not in text:
             # an exception the job's own code raised, in words no family knows: the code's bug
             match = LineMatch(
                 Category.USER_CODE_ERROR,
@@ -805,11 +813,15 @@ class LogClassifier:
         """Whether a signature that holds only beside other lines has them: c10's CUDA check
         stands for a CUDA error whose message was cut only where no message (or C++ `what():`)
         came just before it (at a process's exit the watchdog's "driver shutting down" is
-        teardown); DCP's `assert metadata is not None` only under a distributed-checkpoint frame."""
+        teardown); DCP's `assert metadata is not None` only under a distributed-checkpoint frame;
+        an exception is no code's under multiprocessing's `sem_unlink` at exit."""
         if signature == "c10-cuda-check":
             return self.lines - self._cuda_message_at > _CONTEXT_LINES
         if signature == "dcp-metadata-missing":
             return self.lines - self._dcp_frame_at <= _CONTEXT_LINES
+        if signature == "python-exception":
+            # multiprocessing's semaphore clean-up at exit, failing on one already gone: noise
+            return self.lines - self._sem_unlink_at > 2
         return True
 
     def _drop_hits(self, signature: str) -> None:
@@ -858,8 +870,24 @@ class LogClassifier:
         ):
             return self._preparing_at_timeout
         if root is None or (root.match.symptom and root.match.category.layer is Layer.COMMUNICATION):
-            return self._rank_that_ended_itself(root) or root
+            return self._rank_that_ended_itself(root) or self._error_of_the_lost_peer(root) or root
         return root
+
+    def _error_of_the_lost_peer(self, root: _Hit | None) -> _Hit | None:
+        """A rank's words for a peer that went away ("Connection closed by remote peer") name
+        no fault of its own: another rank's own error, outside the communication layer (its
+        GPU's memory, its code), is why that peer went away, however weakly it is worded."""
+        if root is None or root.match.signature not in _PEER_LOST or root.match.rank is None:
+            return None
+        own = [
+            h
+            for h in self._hits
+            if h.match.rank is not None
+            and h.match.rank != root.match.rank
+            and h.match.category.layer is not Layer.COMMUNICATION
+            and h.match.strength >= _PEER_ERROR_STRENGTH
+        ]
+        return max(own, key=lambda h: (h.match.strength, -h.line), default=None)
 
     def _rank_that_ended_itself(self, root: _Hit | None) -> _Hit | None:
         """The rank the launcher saw fail first, where what the log holds besides is only its

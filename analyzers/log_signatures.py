@@ -655,6 +655,16 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # NCCL's shared-memory transport cannot create its segment: /dev/shm is full (a container's
     # 64 MB default); before the "unhandled system error" PyTorch raises for it
+    # NCCL refused the shared-memory segment by the host's permissions on /dev/shm (a container
+    # or a node set up without it world-writable): the environment's, not a full disk
+    _s(
+        "nccl-shm-open-denied",
+        _C.ENVIRONMENT_ERROR,
+        "shm_open failed",
+        r"NCCL WARN Call to shm_open failed : Permission denied",
+        0.85,
+        "NCCL may not create its shared-memory segment (/dev/shm's permissions)",
+    ),
     _s(
         "nccl-shm-segment",
         _C.STORAGE_ERROR,
@@ -1581,6 +1591,33 @@ SIGNATURES: tuple[Signature, ...] = (
         0.6,
         "a CUDA runtime call failed (its message is not in the log)",
     ),
+    # TPU runtimes: a libtpu that lacks a function the framework calls (versions that do not fit),
+    # and a program the TPU compiler cannot fit (too many parameters for one computation)
+    # PyTorch 2.9+ refusing a TF32 setting made through both its legacy flags and its new API
+    _s(
+        "tf32-mixed-apis",
+        _C.USER_CODE_ERROR,
+        "legacy and new apis",
+        r"you have used mix of the legacy and new APIs to set the TF32 status",
+        0.8,
+        "the code set TF32 through both the legacy flags and the new API",
+    ),
+    _s(
+        "tpu-library-mismatch",
+        _C.ENVIRONMENT_ERROR,
+        "not available in this library",
+        r"tpu_executor_init_fns\.inc:\d+\] \w+ not available in this library",
+        0.85,
+        "the TPU library does not fit the framework (a function it needs is missing)",
+    ),
+    _s(
+        "tpu-computation-too-many-parameters",
+        _C.USER_CODE_ERROR,
+        "computation requires more parameters",
+        r"Computation requires more parameters \(\d+\) than supported \(limit \d+\)",
+        0.8,
+        "the model's computation needs more parameters than the TPU compiler supports",
+    ),
     _s(
         "illegal-memory-access",
         _C.CUDA_ERROR,
@@ -2482,13 +2519,38 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # numpy reading a dataset's index file that is no array (Megatron's index cache written by
     # another node at the same time, or cut short): the data's, not a checkpoint's
+    # a shared-memory block Python's multiprocessing named (`/psm_...`) gone before a loader's
+    # consumer opened it: the data pipeline's workers (Grain's, a DataLoader's) lost their batch
+    _s(
+        "loader-shm-block-gone",
+        _C.DATA_PIPELINE_ERROR,
+        "/psm_",
+        r"(?:FileNotFoundError: \[Errno 2\] )?No such file or directory: '/psm_[0-9a-f]+'",
+        0.8,
+        "a data loader's shared-memory batch was gone before it was read",
+    ),
+    # the Hugging Face Hub refusing or timing out a dataset's files while a job streams or lists
+    # them (huggingface_hub's retry warning: the job may still go on, so it decides only alone)
+    _s(
+        "hub-dataset-request-failed",
+        _C.DATA_PIPELINE_ERROR,
+        "thrown while requesting",
+        r"(?:HTTP Error (?:429|5\d\d)|'[^']*(?:timed out|Connection)[^']*') thrown while requesting(?:\s*$| (?:GET|HEAD) "
+        r"(?:https://huggingface\.co/(?:api/)?datasets/|\.\.\./))",
+        0.6,
+        "the Hugging Face Hub refused or timed out a dataset request (rate limit, a stalled read)",
+        symptom=True,
+    ),
     _s(
         "dataset-index-unreadable",
         _C.DATA_PIPELINE_ERROR,
-        "as a pickle",
-        r"Failed to interpret file '[^']*(?:/index-cache/|_(?:doc|sample|shuffle)_idx\.npy)[^']*' as a pickle",
+        "as a pickle|no such file or directory",
+        r"Failed to interpret file '[^']*(?:/index-cache/|_(?:doc|sample|shuffle)_idx\.npy)[^']*' as a pickle"
+        # and missing: a node built the cache another node reads (no shared file system), or
+        # read it while another still wrote it
+        r"|No such file or directory: '[^']*(?:/index-cache/[^']*\.npy|_(?:doc|sample|shuffle)_idx\.npy)'",
         0.8,
-        "a dataset index file could not be read (a cache built twice at once, or cut short)",
+        "a dataset index file could not be read (missing on this node, built twice at once, or cut short)",
     ),
     _s(
         "unpickling",
@@ -3181,7 +3243,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "python-exception",
         _C.USER_CODE_ERROR,
         "error",
-        rf"^(?:[\w.]+\.)?{_CODE_EXCEPTIONS}\b:\s*\S",
+        # (a traceback pasted indented, as an issue's list item or a wrapped block shows it)
+        rf"^\s*(?:[\w.]+\.)?{_CODE_EXCEPTIONS}\b:\s*\S",
         0.7,
         "a Python exception in the training code",
     ),
