@@ -494,8 +494,10 @@ _PEER_LOST = frozenset({"peer-reset", "nccl-remote-error"})
 #: An exception that announces the error it wraps, printed after it (TorchScript's interpreter
 #: over a CUDA out of memory): no error of its own.
 _WRAPS_A_LATER_ERROR = "The following operation failed in the TorchScript interpreter"
-#: The least strength of another rank's own error that explains why its peers lost it.
+#: The least strength of another rank's own error that explains why its peers lost it, and the
+#: categories of such an error (memory running out ends the process that met it).
 _PEER_ERROR_STRENGTH = 0.5
+_ENDS_A_PROCESS = frozenset({Category.GPU_OOM, Category.HOST_OOM})
 #: torchrun's lines on a rank it lost to SIGKILL.
 _KILLED = frozenset({"torchrun-sigkill", "torchrun-exitcode-9"})
 #: Timeout signatures whose rank is the one that never came, not the one that waited:
@@ -580,7 +582,7 @@ class LogClassifier:
         self._timed_out_works = TimedOutWorks()
         self._cuda_message_at = -_CONTEXT_LINES - 1  # the line of the latest CUDA error message
         self._dcp_frame_at = -_CONTEXT_LINES - 1  # and of a distributed-checkpoint frame
-        self._sem_unlink_at = -_CONTEXT_LINES - 1  # and of multiprocessing's semaphore clean-up
+        self._exit_cleanup_at = -_CONTEXT_LINES - 1  # and of multiprocessing's clean-up at exit
 
     def feed(self, text: str) -> LineMatch | None:
         self.lines += 1
@@ -611,8 +613,10 @@ class LogClassifier:
             self._cuda_message_at = self.lines
         if "distributed/checkpoint/" in text:
             self._dcp_frame_at = self.lines
-        if "sem_unlink(" in text:
-            self._sem_unlink_at = self.lines
+        if "sem_unlink(" in text or "multiprocessing/resource_tracker.py" in text:
+            self._exit_cleanup_at = self.lines
+        elif "FileNotFoundError" not in text and "KeyError" not in text and not text.startswith("    "):
+            self._exit_cleanup_at = -_CONTEXT_LINES - 1  # its own error, or another's line
         if match is not None and not self._in_context(match.signature):
             match = None
         if "oss" in text and (loss := self._loss.read(text, rank := rank_prefix(text))):
@@ -814,14 +818,15 @@ class LogClassifier:
         stands for a CUDA error whose message was cut only where no message (or C++ `what():`)
         came just before it (at a process's exit the watchdog's "driver shutting down" is
         teardown); DCP's `assert metadata is not None` only under a distributed-checkpoint frame;
-        an exception is no code's under multiprocessing's `sem_unlink` at exit."""
+        an exception is no code's under multiprocessing's clean-up at exit."""
         if signature == "c10-cuda-check":
             return self.lines - self._cuda_message_at > _CONTEXT_LINES
         if signature == "dcp-metadata-missing":
             return self.lines - self._dcp_frame_at <= _CONTEXT_LINES
         if signature == "python-exception":
-            # multiprocessing's semaphore clean-up at exit, failing on one already gone: noise
-            return self.lines - self._sem_unlink_at > 2
+            # multiprocessing's clean-up at exit (its semaphores, its resource tracker) failing
+            # on what is already gone: noise
+            return self.lines - self._exit_cleanup_at > 2
         return True
 
     def _drop_hits(self, signature: str) -> None:
@@ -875,8 +880,10 @@ class LogClassifier:
 
     def _error_of_the_lost_peer(self, root: _Hit | None) -> _Hit | None:
         """A rank's words for a peer that went away ("Connection closed by remote peer") name
-        no fault of its own: another rank's own error, outside the communication layer (its
-        GPU's memory, its code), is why that peer went away, however weakly it is worded."""
+        no fault of its own: another rank's memory running out before it (GPU or host: that
+        ends the rank's process) is why that peer went away, however weakly it is worded. Not
+        a warning of the kind every log holds (a loss spike, a slow read), and nothing printed
+        after the loss."""
         if root is None or root.match.signature not in _PEER_LOST or root.match.rank is None:
             return None
         own = [
@@ -884,7 +891,8 @@ class LogClassifier:
             for h in self._hits
             if h.match.rank is not None
             and h.match.rank != root.match.rank
-            and h.match.category.layer is not Layer.COMMUNICATION
+            and h.line < root.line
+            and h.match.category in _ENDS_A_PROCESS
             and h.match.strength >= _PEER_ERROR_STRENGTH
         ]
         return max(own, key=lambda h: (h.match.strength, -h.line), default=None)

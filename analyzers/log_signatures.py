@@ -653,8 +653,6 @@ SIGNATURES: tuple[Signature, ...] = (
         0.55,
         "a process stuck inside a network file system (a kernel stack in its module)",
     ),
-    # NCCL's shared-memory transport cannot create its segment: /dev/shm is full (a container's
-    # 64 MB default); before the "unhandled system error" PyTorch raises for it
     # NCCL refused the shared-memory segment by the host's permissions on /dev/shm (a container
     # or a node set up without it world-writable): the environment's, not a full disk
     _s(
@@ -665,6 +663,8 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "NCCL may not create its shared-memory segment (/dev/shm's permissions)",
     ),
+    # NCCL's shared-memory transport cannot create its segment: /dev/shm is full (a container's
+    # 64 MB default); before the "unhandled system error" PyTorch raises for it
     _s(
         "nccl-shm-segment",
         _C.STORAGE_ERROR,
@@ -1591,8 +1591,6 @@ SIGNATURES: tuple[Signature, ...] = (
         0.6,
         "a CUDA runtime call failed (its message is not in the log)",
     ),
-    # TPU runtimes: a libtpu that lacks a function the framework calls (versions that do not fit),
-    # and a program the TPU compiler cannot fit (too many parameters for one computation)
     # PyTorch 2.9+ refusing a TF32 setting made through both its legacy flags and its new API
     _s(
         "tf32-mixed-apis",
@@ -1602,6 +1600,8 @@ SIGNATURES: tuple[Signature, ...] = (
         0.8,
         "the code set TF32 through both the legacy flags and the new API",
     ),
+    # TPU runtimes: a libtpu that lacks a function the framework calls (versions that do not fit),
+    # and a program the TPU compiler cannot fit (too many parameters for one computation)
     _s(
         "tpu-library-mismatch",
         _C.ENVIRONMENT_ERROR,
@@ -2517,15 +2517,14 @@ SIGNATURES: tuple[Signature, ...] = (
         0.85,
         "resumed from a weights-only checkpoint (no optimizer/trainer state)",
     ),
-    # numpy reading a dataset's index file that is no array (Megatron's index cache written by
-    # another node at the same time, or cut short): the data's, not a checkpoint's
     # a shared-memory block Python's multiprocessing named (`/psm_...`) gone before a loader's
     # consumer opened it: the data pipeline's workers (Grain's, a DataLoader's) lost their batch
     _s(
         "loader-shm-block-gone",
         _C.DATA_PIPELINE_ERROR,
         "/psm_",
-        r"(?:FileNotFoundError: \[Errno 2\] )?No such file or directory: '/psm_[0-9a-f]+'",
+        # (not CPython's resource_tracker warning at exit, `'/psm_..': [Errno 2] No such file`)
+        r"FileNotFoundError: \[Errno 2\] No such file or directory: '/psm_[0-9a-f]+'",
         0.8,
         "a data loader's shared-memory batch was gone before it was read",
     ),
@@ -2535,12 +2534,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "hub-dataset-request-failed",
         _C.DATA_PIPELINE_ERROR,
         "thrown while requesting",
-        r"(?:HTTP Error (?:429|5\d\d)|'[^']*(?:timed out|Connection)[^']*') thrown while requesting(?:\s*$| (?:GET|HEAD) "
+        r"(?:HTTP Error (?:429|5\d\d)|'.{0,400}?(?:timed out|Connection).{0,400}?') thrown while requesting(?:\s*$| (?:GET|HEAD) "
         r"(?:https://huggingface\.co/(?:api/)?datasets/|\.\.\./))",
-        0.6,
+        0.55,
         "the Hugging Face Hub refused or timed out a dataset request (rate limit, a stalled read)",
         symptom=True,
     ),
+    # numpy reading a dataset's index file that is no array (Megatron's index cache written by
+    # another node at the same time, or cut short): the data's, not a checkpoint's
     _s(
         "dataset-index-unreadable",
         _C.DATA_PIPELINE_ERROR,
@@ -3243,8 +3244,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "python-exception",
         _C.USER_CODE_ERROR,
         "error",
-        # (a traceback pasted indented, as an issue's list item or a wrapped block shows it)
-        rf"^\s*(?:[\w.]+\.)?{_CODE_EXCEPTIONS}\b:\s*\S",
+        # (a traceback pasted indented a little, as an issue's list item shows it; not pip's
+        # build output, six deep, whose errors are the environment's)
+        rf"^ {{0,4}}(?:[\w.]+\.)?{_CODE_EXCEPTIONS}\b:\s*\S",
         0.7,
         "a Python exception in the training code",
     ),

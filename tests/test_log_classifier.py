@@ -4134,6 +4134,66 @@ _ROUND_51 = [
         ],
         C.USER_CODE_ERROR,
     ),
+    # a review of these rules: what must not claim a failure
+    # a survivor's reset is no consequence of another rank's warning, nor of what came after it
+    (
+        [
+            "[default0]:{'loss': 2.3410, 'grad_norm': 0.83, 'learning_rate': 1.9e-05, 'epoch': 0.15}",
+            "[default0]:{'loss': 2.3390, 'grad_norm': 0.81, 'learning_rate': 1.9e-05, 'epoch': 0.15}",
+            "[default0]:{'loss': 2.3350, 'grad_norm': 0.80, 'learning_rate': 1.9e-05, 'epoch': 0.15}",
+            "[default0]:{'loss': 2.3310, 'grad_norm': 0.82, 'learning_rate': 1.9e-05, 'epoch': 0.15}",
+            "[default0]:{'loss': 11.2034, 'grad_norm': 41.3, 'learning_rate': 1.9e-05, 'epoch': 0.16}",
+            "[default0]:{'loss': 2.4021, 'grad_norm': 0.95, 'learning_rate': 1.9e-05, 'epoch': 0.17}",
+            "[default1]:socketProgressOpt: Call to recv from 10.42.3.17<47211> failed : Connection reset by peer",
+        ],
+        C.NETWORK_ERROR,
+    ),
+    (
+        [
+            "[rank1]: socketProgress: Connection closed by remote peer node1.example.com<42766>",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ],
+        C.GPU_OOM,  # a cause of its own decides; the survivor's reset came first
+    ),
+    (
+        [
+            "[rank0]:HTTP Error 429 thrown while requesting GET https://huggingface.co/api/datasets/allenai/c4/tree/main",
+            "[rank0]:Retrying in 1s [Retry 1/5].",
+            "[rank0]:step 210 | loss 2.905 | lr 3.0e-4",
+            "[rank1]: socketProgress: Connection closed by remote peer node1.example.com<42766>",
+        ],
+        C.NETWORK_ERROR,
+    ),
+    # CPython's resource tracker at exit, on shared memory a crashed process left behind
+    (
+        [
+            "[rank0]:[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=9120, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600158 "
+            "milliseconds before timing out.",
+            "/usr/lib/python3.10/multiprocessing/resource_tracker.py:237: UserWarning: resource_tracker: "
+            "'/psm_3f9a0c1d': [Errno 2] No such file or directory: '/psm_3f9a0c1d'",
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.10/multiprocessing/resource_tracker.py", line 209, in main',
+            "    cache[rtype].remove(name)",
+            "KeyError: '/psm_3f9a0c1d'",
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    # pip's build output, six deep, is no training code's exception
+    (
+        [
+            "      AttributeError: module 'pkgutil' has no attribute 'ImpImporter'. Did you mean: 'zipimporter'?"
+        ],
+        C.UNKNOWN,
+    ),
+    (
+        [
+            "'(ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read "
+            "timeout=10)\"), '(Request ID: 0f9b)')' thrown while requesting GET "
+            "https://huggingface.co/datasets/allenai/c4/resolve/main/en/c4-train.00001-of-01024.json.gz"
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
     (
         ["node3:2710:2730 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied"],
         C.ENVIRONMENT_ERROR,

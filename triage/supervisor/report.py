@@ -55,7 +55,9 @@ class AttemptReport:
             first_seen = None
         if self.last_progress is None:
             return first_seen
-        return max(self.last_progress, first_seen if first_seen is not None else self.last_progress)
+        at = max(self.last_progress, first_seen if first_seen is not None else self.last_progress)
+        # steps stored after the detection (a stop that came as they arrived) date no fault
+        return None if self.detected_at is not None and at > self.detected_at else at
 
     @property
     def detect_s(self) -> float | None:

@@ -96,6 +96,9 @@ RANK_EXIT_GRACE_S = 2.0
 #: first, waited for up to `_EXIT_FLUSH_WAIT_S`).
 _EXIT_CHECK_S = 0.5
 _EXIT_FLUSH_WAIT_S = 1.5
+#: The hooks write what they buffered to the spool this often (their default flush interval,
+#: and a margin): a hang is confirmed only once a step ended before it would be there.
+_RANK_FLUSH_S = 1.2
 #: How long ranks told of a preemption may take to save and exit before they are stopped: a
 #: large model's checkpoint to shared storage takes minutes; Slurm's own deadline (the
 #: preemption's GraceTime, the job's end) usually comes first and ends everything.
@@ -853,7 +856,21 @@ class Supervisor:
     ) -> tuple[str, str, Progress]:
         started = report.started
         with Prober(lambda: self._probe(attempt, agents, started), _PROBE_S) as prober:
-            return self._watch_loop(procs, attempt, report, agents, step_name, prober)
+            stepped_at = 0.0  # a step the hang rule had not seen yet, found as it ran out
+            while True:
+                outcome, detection, progress = self._watch_loop(
+                    procs, attempt, report, agents, step_name, prober, stepped_at
+                )
+                fresh = None if detection != "hang" else self._stepped_after_all(attempt, agents, progress)
+                if fresh is None:
+                    return outcome, detection, progress
+                stepped_at = fresh.last_progress or time.time()
+                self._show(
+                    attempt,
+                    f"not hung: step {fresh.last_step} came in as the step limit ran out (give "
+                    "--startup-timeout/--hang-timeout more room if this repeats)",
+                    fresh,
+                )
 
     def _watch_loop(
         self,
@@ -863,9 +880,10 @@ class Supervisor:
         agents: Agents,
         step_name: str,
         prober: Prober[Progress],
+        stepped_at: float,
     ) -> tuple[str, str, Progress]:
         """`_watch`'s loop: the processes every `_POLL_S`, the store's progress as `prober`
-        brings it."""
+        brings it (a probe begun before `stepped_at`'s step was stored may not hold it)."""
         started = report.started
         seen: set[int] = set()
         clean: set[int] = set()  # ranks whose hooks recorded a clean exit
@@ -1001,7 +1019,7 @@ class Supervisor:
                         return Status.FAILED, "corruption", progress
                 self._show(attempt, "running", progress)
                 # before the first step, from when the ranks came up: not their imports' time
-                last = progress.last_progress or max(started, progress.ranks_up or started)
+                last = max(progress.last_progress or max(started, progress.ranks_up or started), stepped_at)
                 state = steps.judge(now, last, self._hang_limit(progress), bool(progress.working))
                 if state is StepState.WORKING:
                     self._show(
@@ -1125,17 +1143,7 @@ class Supervisor:
         the store: the agents are asked to ingest now (`_EXIT_FLUSH_WAIT_S` at most). None
         where that cannot be known: an agent that did not confirm (another job's, a slow
         one), the progress probe's ingest still under way, or a store that could not be read."""
-        asked = agents.ask_flush()
-        if set(self.agent_nodes) - set(asked):
-            return None
-        deadline = time.monotonic() + _EXIT_FLUSH_WAIT_S
-        while any(agents.flushed_at(node) < when for node, when in asked.items()):
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(_DRAIN_POLL_S)
-        if not self._ingest(
-            "ingesting the spools", agents, wait_s=max(0.0, deadline - time.monotonic()) + _PROBE_S
-        ):
+        if not self._store_up_to_date(agents):
             return None  # the probe's ingest is stuck: judged by the time they are gone
         since = {r: procs.observed[r].first_seen for r in gone if r in procs.observed}
         return self._safely(
@@ -1147,6 +1155,37 @@ class Supervisor:
             attempt,
             since,
         )
+
+    def _store_up_to_date(self, agents: Agents) -> bool:
+        """Ask the agents to ingest the ranks' spools now and wait for it (`_EXIT_FLUSH_WAIT_S`
+        at most, which outlasts the ranks' own flush interval): what the ranks recorded up to
+        a moment ago is then in the store. False where that could not be had (an agent that did
+        not confirm, the progress probe's ingest still under way)."""
+        asked = agents.ask_flush()
+        if set(self.agent_nodes) - set(asked):
+            return False
+        deadline = time.monotonic() + _EXIT_FLUSH_WAIT_S
+        while any(agents.flushed_at(node) < when for node, when in asked.items()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_DRAIN_POLL_S)
+        return self._ingest(
+            "ingesting the spools", agents, wait_s=max(0.0, deadline - time.monotonic()) + _PROBE_S
+        )
+
+    def _stepped_after_all(self, attempt: int, agents: Agents, progress: Progress) -> Progress | None:
+        """The attempt's progress where a step came in that the hang rule had not seen (the
+        ranks' last second of records, still in their buffers when it looked): the first step
+        of a start-up just past its limit is no hang. None where none came."""
+        time.sleep(_RANK_FLUSH_S)  # what the ranks recorded by now is in their spools then
+        if not self._store_up_to_date(agents):
+            return None
+        fresh = self._read_progress(attempt)
+        if fresh is None or fresh.last_step is None:
+            return None
+        if progress.last_step is not None and fresh.last_step <= progress.last_step:
+            return None
+        return fresh
 
     def _rank_grace(self, detection: str) -> float | None:
         """How long the ranks get after SIGTERM. A failed attempt's ranks can finish nothing
