@@ -52,7 +52,7 @@ def test_stdin(monkeypatch, capsys):
     assert (rec["file"], rec["category"], rec["culprit"]["node"]) == ("<stdin>", "preemption", "gpu-3")
 
 
-def test_binary_empty_and_missing_input(tmp_path, capsys):
+def test_binary_empty_and_missing_input(tmp_path, capsys, monkeypatch):
     binary = tmp_path / "core.bin"
     binary.write_bytes(b"\x7fELF\x02\x01\x01\0\0\0 No space left on device\n")
     empty = tmp_path / "empty.log"
@@ -67,6 +67,12 @@ def test_binary_empty_and_missing_input(tmp_path, capsys):
     assert records["nope.log"]["category"] == "unknown" and "error" in records["nope.log"]
     assert records[ECC.name]["category"] == "gpu_memory_error"
     assert "nope.log" in captured.err
+    # read by a person: why it was not read, said once (not as its summary and its error), and a
+    # path with brackets shown as it is
+    monkeypatch.chdir(tmp_path)
+    assert main(["classify", "[rank0] nope.log"]) == 2
+    shown = " ".join(capsys.readouterr().out.split())
+    assert shown.count("cannot read") == 1 and "[rank0] nope.log" in shown, shown
 
 
 def test_a_log_with_a_crashs_nul_padding_or_in_utf16_is_read_and_random_bytes_are_not(tmp_path, capsys):

@@ -377,9 +377,10 @@ def _print_human(console: Any, record: dict[str, Any]) -> None:
         f"action {record['action']}, confidence {record['confidence']:.2f})",
     )
     head.add_row("culprit", culprit or "-")
-    head.add_row("summary", Text(record["summary"]))
+    if record.get("error") != record["summary"]:  # a file not read at all: its error is the summary
+        head.add_row("summary", Text(record["summary"]))
     if record.get("error"):
-        head.add_row("error", f"[red]{record['error']}[/]")
+        head.add_row("error", Text(record["error"], style="red"))
     console.print(Panel(head, title=Text(record["file"]), title_align="left", border_style=style))
     if record["evidence"]:
         ev = Table("line", "evidence", show_edge=False, box=None)
