@@ -154,6 +154,8 @@ class Trainer:
             attempt=self.attempt,
             rank=self.rank,
             world_size=self.world_size,
+            # on CPU the rank drives its node's simulated GPU of its local rank's number
+            gpu=None if self.device.type == "cuda" else self.injector.local_rank,
             peak_flops=peak,
         )
         return TrainingMonitor(cfg, model=self.model, device=self.device).start()

@@ -48,6 +48,27 @@ def test_cascade_names_the_gpu_and_lists_timeouts_as_consequences():
     assert not [i for i in a.incidents if i.verdict.category is Category.COLLECTIVE_TIMEOUT]
 
 
+@pytest.mark.parametrize("lost", [0, 1])
+def test_a_gpu_known_to_its_rank_by_another_number_is_matched_by_its_uuid(lost):
+    # pods that each see their one GPU as cuda:0, on nodes whose agent numbers them 0 and 1
+    b = cascade_job()
+    b.rows["gpu_events"].clear()
+    for row in b.rows["ranks"]:
+        row["gpu_uuid"] = f"GPU-{row['node']}-{row['gpu']}"
+        row["gpu"] = 0
+    for row in b.rows["events"] + b.rows["steps"]:
+        row["gpu"] = 0
+    for t in range(int(T0), int(T0) + 110, 5):
+        for node in ("node0", "node1"):
+            for gpu in (0, 1):
+                b.gpu_sample(node, gpu, float(t))
+    b.gpu_event("node1", lost, T0 + 60, 79, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    (root,) = roots(analyze_job(b.load(), AnalyzerConfig()))
+    v = root.verdict
+    assert v.category is Category.GPU_FALLEN_OFF_BUS
+    assert (v.culprit.rank, v.culprit.node, v.culprit.gpu) == (2 + lost, "node1", lost)
+
+
 def test_without_hardware_evidence_the_hang_culprit_is_the_rank_that_never_arrived():
     b = cascade_job()
     b.rows["gpu_events"].clear()

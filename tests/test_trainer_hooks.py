@@ -87,6 +87,45 @@ def test_steps_collectives_events_and_heartbeats_reach_the_spool(tmp_path, world
     assert len(read_spool(tmp_path, "heartbeats")) >= 1
     ranks = read_spool(tmp_path, "ranks").to_pandas()
     assert ranks["pid"].tolist() == [os.getpid()]
+    # a CPU-only rank drives no GPU: its records say none (a verdict must not name "GPU 0")
+    assert ranks["gpu"].isna().all() and steps["gpu"].isna().all() and events["gpu"].isna().all()
+
+
+@pytest.mark.parametrize(
+    ("device", "visible", "gpu"),
+    [
+        ("cuda:1", None, 1),
+        ("cuda:1", "4,5", 5),  # Slurm's or a container's binding: the process's cuda:1 is GPU 5
+        ("cuda:0", "6", 6),
+        ("cuda:1", "GPU-aa,GPU-bb", 1),  # UUIDs: left to the store, which matches the UUID
+        ("cpu", "3", None),
+    ],
+)
+def test_a_rank_names_its_gpu_as_the_node_numbers_it(monkeypatch, device, visible, gpu):
+    from triage.trainer_hooks.monitor import node_gpu_index
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert node_gpu_index(torch.device(device)) == gpu
+
+
+def test_a_simulated_gpu_is_named_and_the_device_learnt_later_is_written_on(tmp_path, monkeypatch):
+    # this CPU build of torch has no device properties to read: the UUID is stood in for
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"uuid": "x"})())
+    cfg = MonitorConfig(data_dir=tmp_path, job_id="j", rank=0, world_size=1, node="n0", gpu=3)
+    mon = TrainingMonitor(cfg, device="cpu").start()
+    mon.event("note", "before")
+    assert mon.identity[-1] == 3
+    mon.close()
+    plain = TrainingMonitor(MonitorConfig(data_dir=tmp_path, job_id="k", node="n0"), device="cpu").start()
+    plain.set_device("cuda:2")  # what the automatic monitor learns at the first optimizer step
+    plain.event("note", "after")
+    plain.close()
+    events = read_spool(tmp_path, "events").to_pandas()
+    assert set(events.loc[events.job_id == "j", "gpu"]) == {3}
+    assert events.loc[(events.job_id == "k") & (events.message == "after"), "gpu"].tolist() == [2]
 
 
 def test_a_save_is_begun_in_the_buffer_as_it_starts_and_ended_once(tmp_path):

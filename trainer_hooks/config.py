@@ -61,6 +61,14 @@ class MonitorConfig:
     local_rank: int = field(default_factory=lambda: int(os.environ.get("LOCAL_RANK", "0")))
     world_size: int = field(default_factory=lambda: int(os.environ.get("WORLD_SIZE", "1")))
     node: str = field(default_factory=node_name)
+    gpu: int | None = field(
+        default=None,
+        metadata={
+            "help": "the node's number of the GPU this rank drives, where its device does not "
+            "tell it (a simulated GPU); unset: the CUDA device's, none on a CPU-only rank",
+            "cli": False,
+        },
+    )
     flush_interval_s: float = field(
         default=1.0,
         metadata={

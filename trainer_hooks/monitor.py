@@ -77,6 +77,20 @@ def _is_cuda(device: torch.device | None) -> bool:
     return device is not None and device.type == "cuda"
 
 
+def node_gpu_index(device: torch.device) -> int | None:
+    """The node's number of a CUDA device, which the agent's samples use: a process numbers the
+    GPUs it sees from 0, so under CUDA_VISIBLE_DEVICES (how Slurm and Kubernetes bind GPUs)
+    `cuda:0` can be the node's GPU 5. Where the list holds UUIDs the store matches the GPU by
+    its UUID instead. None for a device that is no GPU."""
+    if not _is_cuda(device):
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    if index < len(visible) and visible[index].isdigit():
+        return int(visible[index])
+    return index
+
+
 class _Phase:
     """A reusable timer for one phase of the step: sums its durations within the step."""
 
@@ -240,7 +254,7 @@ class TrainingMonitor:
         self._cuda = _is_cuda(self.device)
         self._wall_offset = time.time() - time.perf_counter()
         self._peak_rss = 0
-        self.identity = (cfg.job_id, cfg.run_id, cfg.attempt, cfg.rank, cfg.node, cfg.local_rank)
+        self.identity = self._identity()
         self.spool_dir = writer_dir(
             cfg.data_dir, cfg.node, cfg.job_id, cfg.attempt, cfg.rank, self.pid, new_incarnation(), cfg.run_id
         )
@@ -323,14 +337,22 @@ class TrainingMonitor:
             ),
         )
 
+    def _identity(self) -> tuple[str, str | None, int, int, str, int | None]:
+        cfg = self.config
+        gpu = cfg.gpu if cfg.gpu is not None else node_gpu_index(self.device)
+        return (cfg.job_id, cfg.run_id, cfg.attempt, cfg.rank, cfg.node, gpu)
+
     def set_device(self, device: torch.device | str) -> None:
         """The device the rank turned out to train on (the automatic monitor learns it at the
         first optimizer step): a new `ranks` row, which the store takes over the first, so a
-        GPU verdict names this rank's GPU."""
+        GPU verdict names this rank's GPU; records written from now on carry it too."""
         device = torch.device(device)
         if device == self.device:
             return
         self.device, self._cuda = device, _is_cuda(device)
+        self.identity = self._identity()
+        if self._writer is not None:
+            self._writer.identity = self.identity
         self._put_rank_row()
 
     def retire(self) -> None:

@@ -67,7 +67,8 @@ class JobData:
     - `gpu_health`: per (node, gpu) over the job's span, from the agent's GPU samples (see
       `_GPU_HEALTH_SQL` for the columns)
     - `gpu_events`, `kernel_events`: the agent's rows for the job's nodes within its span
-    - `attempt_outcomes`: the supervisor's conclusion per attempt where it wrote one
+    - `attempt_outcomes`: the supervisor's conclusion per attempt where it wrote one, with the
+      action it took on the attempt's root cause (`action`; null where it recorded no verdict)
     - `node_health`: the fleet ledger's rows for the job's nodes written before the run ended
       (quarantines and clears, any job's)
     - `full_disks`: the agent's disk samples of the job's nodes that found a filesystem full
@@ -458,6 +459,12 @@ SELECT attempt, arg_max(status, time) AS status, arg_max(exit_code, time) AS exi
 FROM attempt_outcomes WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt ORDER BY attempt
 """
 
+#: The action the supervisor took on each attempt's root cause (its `incidents` rows).
+_ACTIONS_SQL = """
+SELECT attempt, arg_max(action, time) AS action
+FROM incidents WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run GROUP BY attempt ORDER BY attempt
+"""
+
 #: Columns of each frame when its table is absent, so analyzers can filter an empty frame.
 _EMPTY_COLUMNS: dict[str, list[str]] = {
     "ranks": ["attempt", "rank", "node", "gpu", "gpu_uuid", "pid", "world_size", "start_time"],
@@ -519,6 +526,7 @@ _EMPTY_COLUMNS: dict[str, list[str]] = {
         "simulated",
     ],
     "attempt_outcomes": ["attempt", "status", "exit_code", "reason"],
+    "attempt_actions": ["attempt", "action"],
     "full_disks": ["node", "path", "first_time", "last_time", "free_bytes", "total_bytes"],
     "down_nics": ["node", "nic", "gpu", "first_time", "last_time"],
     "node_health": [
@@ -562,6 +570,40 @@ def _query(
     return out
 
 
+def _in_node_numbering(ranks: pd.DataFrame, gpu_health: pd.DataFrame) -> pd.DataFrame:
+    """Each rank's GPU as its node's agent numbers it, matched by UUID where the agent sampled
+    that GPU. A rank knows its GPU by the CUDA index it sees, and where CUDA_VISIBLE_DEVICES
+    lists UUIDs or a launcher's order differs from NVML's (PCI bus order), that is another
+    GPU's number: a verdict about the GPU would then name the wrong device."""
+    if ranks.empty or gpu_health.empty:
+        return ranks
+    by_uuid = {
+        (str(r.node), str(r.uuid)): int(r.gpu)
+        for r in gpu_health.itertuples()
+        if isinstance(r.uuid, str) and pd.notna(r.gpu)
+    }
+    ranks = ranks.copy()
+    ranks["gpu"] = [
+        by_uuid.get((str(node), uuid), gpu) if isinstance(uuid, str) else gpu
+        for node, uuid, gpu in zip(ranks["node"], ranks["gpu_uuid"], ranks["gpu"], strict=True)
+    ]
+    return ranks
+
+
+def _gpus_of_ranks(frame: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
+    """A rank's records carry the GPU it knew itself by; they take the one its `ranks` row
+    resolved to (`_in_node_numbering`)."""
+    if frame.empty or ranks.empty:
+        return frame
+    gpu = {(int(a), int(r)): g for a, r, g in zip(ranks["attempt"], ranks["rank"], ranks["gpu"], strict=True)}
+    frame = frame.copy()
+    frame["gpu"] = [
+        gpu.get((int(a), int(r)), g) if pd.notna(a) and pd.notna(r) else g
+        for a, r, g in zip(frame["attempt"], frame["rank"], frame["gpu"], strict=True)
+    ]
+    return frame
+
+
 def load_job(
     con: duckdb.DuckDBPyConnection,
     job_id: str,
@@ -601,6 +643,8 @@ def load_job(
     params["start"] = float(times.min()) - START_SKEW_S if not times.empty else 0.0
     params["t1"] = float(times.max()) + TAIL_S if not times.empty else 0.0
     params["waited"] = sorted(str(g) for g in heartbeats["inflight_group"].dropna().unique())
+    gpu_health = q("gpu_health", ("gpu_samples", "ranks"), _GPU_HEALTH_SQL)
+    ranks = _in_node_numbering(ranks, gpu_health)
     return JobData(
         job_id=job_id,
         run_id=chosen.run_id,
@@ -618,14 +662,16 @@ def load_job(
             else _empty("last_collectives")
         ),
         heartbeats=heartbeats,
-        events=events,
-        canary_mismatches=q("canary_mismatches", ("events",), _CANARY_SQL),
-        gpu_health=q("gpu_health", ("gpu_samples", "ranks"), _GPU_HEALTH_SQL),
+        events=_gpus_of_ranks(events, ranks),
+        canary_mismatches=_gpus_of_ranks(q("canary_mismatches", ("events",), _CANARY_SQL), ranks),
+        gpu_health=gpu_health,
         gpu_events=q("gpu_events", ("gpu_events", "ranks"), _NODE_EVENTS_SQL.format(table="gpu_events")),
         kernel_events=q(
             "kernel_events", ("kernel_events", "ranks"), _NODE_EVENTS_SQL.format(table="kernel_events")
         ),
-        attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL),
+        attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL).merge(
+            q("attempt_actions", ("incidents",), _ACTIONS_SQL), on="attempt", how="left"
+        ),
         node_health=q("node_health", ("node_health", "ranks"), _NODE_HEALTH_SQL),
         full_disks=q("full_disks", ("disk_samples", "ranks"), _FULL_DISKS_SQL),
         down_nics=q("down_nics", ("nic_samples", "ranks"), _DOWN_NICS_SQL),
