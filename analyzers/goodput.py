@@ -81,6 +81,10 @@ def daly_interval(checkpoint_cost_s: float, mtbf_s: float) -> float:
     return young_interval(c, m) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - c
 
 
+#: Steps after each attempt's first, over the run, below which no step is called slow.
+MIN_STEADY_STEPS = 5
+
+
 def ideal_step_time(work_s: pd.Series) -> float | None:
     """Mean of the step times <= median + 3 MAD (Google's goodput definition)."""
     w = work_s.dropna()
@@ -182,10 +186,16 @@ def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
     kept = tl[~redone]
     ideal = ideal_step_time(kept["work"])
     useful = kept["work"].clip(upper=ideal) if ideal is not None else kept["work"] * 0.0
-    excess = kept["work"] - useful
     # The first step of an attempt pays one-off warm-up (allocator, lazy init, compilation):
     # Google's goodput books that as first-step overhead, here part of initialization.
     first_rows = kept.groupby("attempt")["step"].transform("min") == kept["step"]
+    steady = int((~first_rows).sum())
+    too_few = ideal is not None and 0 < steady < MIN_STEADY_STEPS
+    if too_few:
+        # a handful of steps has no normal pace to be slow against: their spread above its
+        # mean is the run's jitter, not a straggler (a 3-step run lost "14% to stragglers")
+        useful = useful.where(first_rows, kept["work"])
+    excess = kept["work"] - useful
     productive = _by_attempt(useful, kept["attempt"])
     warmup = _by_attempt(excess[first_rows], kept.loc[first_rows, "attempt"])
     slowdown = _by_attempt(excess[~first_rows], kept.loc[~first_rows, "attempt"])
@@ -245,6 +255,11 @@ def compute_goodput(job: JobData, failed_attempts: set[int]) -> Goodput:
         g.checkpoint_interval_s = _save_interval(saves)
     if interruptions:
         g.mtbf_s = g.total_s / interruptions
+    if too_few:
+        g.notes.append(
+            f"{steady} steps after the first: too few to tell a slow step from the run's pace "
+            f"(straggler slowdown is booked from {MIN_STEADY_STEPS})"
+        )
     if g.checkpoint_cost_s is None:
         g.notes.append("no checkpoint save recorded: no checkpoint interval can be recommended")
     elif g.mtbf_s is None:

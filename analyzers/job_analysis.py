@@ -50,6 +50,8 @@ class AttemptSummary:
     last_step: int | None
     #: what the supervisor decided after the attempt, in its words (None: no supervisor)
     supervisor: str | None = None
+    #: the action it took on the attempt's root cause (a taxonomy action id; None: none recorded)
+    supervisor_action: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -132,7 +134,9 @@ def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
     r = job.ranks[job.ranks["attempt"] == attempt]
     rs = job.rank_steps[job.rank_steps["attempt"] == attempt]
     span = job.attempt_span(attempt)
-    said = job.attempt_outcomes.loc[job.attempt_outcomes["attempt"] == attempt, "reason"].dropna()
+    outcome = job.attempt_outcomes[job.attempt_outcomes["attempt"] == attempt]
+    said = outcome["reason"].dropna()
+    took = outcome["action"].dropna()
     return AttemptSummary(
         attempt,
         status,
@@ -143,6 +147,7 @@ def _attempt_summary(job: JobData, attempt: int, status: str) -> AttemptSummary:
         int(rs["first_step"].min()) if not rs.empty else None,
         int(rs["last_step"].max()) if not rs.empty else None,
         str(said.iloc[-1]) if not said.empty and str(said.iloc[-1]) else None,
+        str(took.iloc[-1]) if not took.empty else None,
     )
 
 

@@ -90,3 +90,30 @@ def test_what_the_supervisor_decided_is_shown_beside_the_action_the_cause_calls_
     assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest", "--json"]) == 1
     (attempt,) = json.loads(capsys.readouterr().out)["attempts"]
     assert attempt["supervisor"] == decided
+    assert attempt["supervisor_action"] is None  # no verdict recorded: the cause's action shows
+
+
+@pytest.mark.parametrize(
+    ("taken", "said"), [("restart", "restart from the last checkpoint"), ("fail_fast", "stop:")]
+)
+def test_the_action_the_supervisor_took_is_the_one_shown_as_triage_run_showed_it(
+    tmp_path, capsys, taken, said
+):
+    """`triage run` showed the action it took ("restart from the last checkpoint" after an
+    `unknown`); `triage analyze` of the same run showed the cause's ("keep running; alert")."""
+    from triage.supervisor.observe import record_attempt
+    from triage.taxonomy import Category
+    from triage.verdict import Verdict
+
+    data = failed_store(tmp_path)
+    unknown = Verdict(Category.UNKNOWN, 0.3, "ranks 0-3 stopped with no error")
+    reason = "unknown calls for a human, but the attempt ended: restarting it as it was"
+    record_attempt(
+        data, "ecc-job", None, 0, status="failed", exit_code=1, reason=reason, verdict=unknown, action=taken
+    )
+    assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"action {said}" in out and "keep running" not in out, out
+    assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest", "--json"]) == 1
+    (attempt,) = json.loads(capsys.readouterr().out)["attempts"]
+    assert attempt["supervisor_action"] == taken

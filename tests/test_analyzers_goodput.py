@@ -126,3 +126,25 @@ def test_young_and_daly_intervals():
 
 def test_ideal_step_time_ignores_outliers():
     assert ideal_step_time(pd.Series([1.0, 1.0, 1.1, 0.9, 1.0, 30.0])) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n", [3, 5, 12])
+def test_a_run_too_short_to_have_a_pace_books_no_straggler_slowdown(n):
+    """A healthy 3-step run lost "14% to straggler slowdown": its steps' spread above their
+    mean. With fewer than five steps after the first none is called slow; from five on, a step
+    slower than the rest still is."""
+    b = JobBuilder().world(2, per_node=2)
+    t = T0 + 5
+    for s in range(n):
+        wall = 1.0 + (0.4 if s == n - 1 else 0.05 * (s % 2))  # jitter, and a slow last step
+        for r in range(2):
+            b.step(0, r, s, t, t + wall)
+        t += wall
+    g = analyze_job(b.load(), AnalyzerConfig()).goodput
+    if n - 1 < 5:
+        assert g.badput["straggler_slowdown"] == 0.0
+        assert any("too few to tell a slow step" in note for note in g.notes)
+    else:
+        assert g.badput["straggler_slowdown"] >= 0.35
+        assert not any("too few" in note for note in g.notes)
+    assert g.productive_s + sum(g.badput.values()) == pytest.approx(g.total_s)

@@ -166,6 +166,7 @@ def analysis_renderables(a: JobAnalysis) -> list[RenderableType]:
         out.append(Text("No incidents: nothing went wrong that the telemetry shows."))
     costs = incident_costs(a.lost_time)
     decided = {at.attempt: at.supervisor for at in a.attempts if at.supervisor}
+    taken = {at.attempt: at.supervisor_action for at in a.attempts if at.supervisor_action}
     for i in sorted(a.incidents, key=lambda i: (i.attempt, not i.root)):
         title = f"Root cause, attempt {i.attempt}:" if i.root else f"Also in attempt {i.attempt}:"
         cost = costs.get((i.attempt, i.verdict.category.value))
@@ -175,8 +176,10 @@ def analysis_renderables(a: JobAnalysis) -> list[RenderableType]:
                 i.verdict.to_dict(),
                 title=title,
                 lost=None if cost is None else cost.to_dict(),
-                # the taxonomy's action is what the cause calls for; what the supervisor did
-                # (a restart of an attempt that already ended, a give-up) is said beside it
+                # what the supervisor did (a restart of an attempt that already ended on a
+                # cause whose action is an alert), as `triage run` said it, and why; else the
+                # action the cause calls for
+                action=taken.get(i.attempt) if i.root else None,
                 decided=decided.get(i.attempt) if i.root else None,
             )
         )
@@ -259,8 +262,13 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
     ]
     recoveries = {r["attempt"]: r for r in report.recoveries()}
     for a in report.attempts:
-        first = 0 if a.resumed_from_step is None else a.resumed_from_step
-        last = "-" if a.last_step is None else a.last_step
+        # the steps it recorded, as `triage analyze` lists them (its first is the one after
+        # the step it resumed from)
+        steps = (
+            "-"
+            if a.resumed_from_step is None or a.last_step is None
+            else f"{a.resumed_from_step + 1}-{a.last_step}"
+        )
         outcome = a.outcome or Status.RUNNING
         detected = a.detection if a.detection and outcome != Status.COMPLETED else None
         out.append(Text(""))
@@ -269,7 +277,7 @@ def job_report_renderables(report: JobReport) -> list[RenderableType]:
                 (f"attempt {a.attempt}", "bold"),
                 f"  {clock(a.started)}  ",
                 status_text(outcome),
-                f"  steps {first}..{last}",
+                f"  steps {steps}",
                 f"  detected by {detected}" if detected else "",
             )
         )
