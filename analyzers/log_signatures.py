@@ -586,6 +586,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "no space left on device",
     ),
+    # numpy's `tofile` writing a short array: the write returned 0 bytes (a full disk or quota;
+    # NumPy says no more than the counts)
+    _s(
+        "short-write",
+        _C.STORAGE_ERROR,
+        "requested and",
+        r"OSError: \d+ requested and \d+ written",
+        0.7,
+        "a file write stopped short (the disk or quota is full)",
+    ),
     # ENODATA from a file read: a parallel file system failing under load (Lustre and FSx for
     # Lustre return it when a file's objects cannot be read), not the job's data
     _s(
@@ -1014,6 +1024,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "gloo could not connect its ranks to each other at start-up",
     ),
+    # NCCL's bootstrap (its own rendezvous: every rank connects to the root's socket) refused or
+    # timed out; an older NCCL's final word, not newer ones' "retrying" notices
+    _s(
+        "nccl-bootstrap-connect",
+        _C.RENDEZVOUS_ERROR,
+        "call to connect timeout",
+        r"NCCL WARN Call to connect timeout : Connection refused",
+        0.65,
+        "NCCL's ranks could not connect to each other's bootstrap socket at start-up (interface, firewall)",
+    ),
     # jax.distributed.initialize: the processes never all reached the coordination service
     # JAX's coordination service losing a process's heartbeats: that process or its host is gone
     # (a failure the process logged itself, when the log has it, is stronger)
@@ -1226,6 +1246,18 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|libfabric:\S*:efa:cq:\w*handle_error\(\)\S*\s*<warn> err: \d+",
         0.9,
         "a network transfer completed with an error (InfiniBand, EFA)",
+    ),
+    # Open MPI's TCP transport between the nodes: a peer's address it cannot route to, or an
+    # inbound connection from an address it does not know (several interfaces, container
+    # networks; `btl_tcp_if_include` names the one to use)
+    _s(
+        "openmpi-btl-tcp",
+        _C.NETWORK_ERROR,
+        "btl_tcp|help-mpi-btl-tcp",
+        r"mca_btl_tcp_endpoint_complete_connect\] connect\(\) to \S+ failed: (?:No route to host|Connection refused|Connection timed out)"
+        r"|help-mpi-btl-tcp\.txt / (?:dropped inbound connection|client connect fail)",
+        0.7,
+        "Open MPI's TCP transport could not connect the nodes (an interface it should not use)",
     ),
     # the HCA itself reports the failure (a port went down, the adapter is in a fatal state)
     _s(
@@ -1839,6 +1871,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "the binaries do not support this GPU architecture",
     ),
+    # a kernel image the driver will not load: Triton's or the runtime's code built by a ptxas or
+    # CUDA newer than the driver (cudaErrorInvalidKernelImage)
+    _s(
+        "invalid-kernel-image",
+        _C.ENVIRONMENT_ERROR,
+        "kernel image is invalid",
+        r"(?:Triton Error \[CUDA\]|CUDA error|CUDA driver error): device kernel image is invalid",
+        0.75,
+        "a compiled kernel does not fit the driver (a ptxas or CUDA newer than the driver)",
+    ),
     # a symbol the binary looks for is not in the driver or the GPU's code (NCCL or a kernel
     # built for another architecture or CUDA version: a new GPU generation under an old image)
     _s(
@@ -1940,7 +1982,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # CUDA's and HIP's word for a kernel with no code for this GPU's architecture (an
         # extension or a ROCm build for another gfx target)
         r"(?:CUDA|HIP) (?:runtime )?error: invalid device function|Cuda failure 'invalid device function'"
-        r"|hipErrorNoBinaryForGpu",
+        r"|hipErrorNoBinaryForGpu"
+        # an extension's own print of the runtime's error (mmcv's `error in
+        # ms_deformable_im2col_cuda: invalid device function`)
+        r"|^\s*error in \w+: invalid device function",
         0.75,
         "a kernel has no code for this GPU's architecture",
     ),
@@ -2562,6 +2607,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "the checkpoint could not be unpickled",
     ),
+    # mmcv's registry re-raises an error while building an object under the class's name: a
+    # dataset's annotation file that cannot be unpickled is the data's
+    _s(
+        "dataset-annotations-unpickling",
+        _C.DATA_PIPELINE_ERROR,
+        "unpickling|ran out of input",
+        r"(?:UnpicklingError|EOFError): \w*Dataset\w*: (?:pickle data was truncated|Ran out of input)",
+        0.8,
+        "the dataset's annotation file is truncated or corrupt",
+    ),
     _s(
         "safetensors-header",
         _C.CHECKPOINT_ERROR,
@@ -2620,9 +2675,21 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bUR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b|\bZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"
         # XLA's asynchronous allocator, its size printed with thousands separators
         r"|cuMemAllocAsync failed to allocate [\d,]+ bytes"
-        r"|\bcuMemAlloc failed: out of memory",  # PyCUDA's driver wrapper
+        r"|\bcuMemAlloc failed: out of memory"  # PyCUDA's driver wrapper
+        # CuPy's memory pool (Chainer, CuPy-based trainers)
+        r"|\bout of memory to allocate \d+ bytes \(total \d+ bytes\)",
         0.95,
         "the GPU ran out of memory",
+    ),
+    # fairseq catching an OOM and skipping the batch: the job goes on, one rank short of a
+    # batch (and, in DDP, liable to fall out of step with its peers)
+    _s(
+        "oom-batch-skipped",
+        _C.GPU_OOM,
+        "ran out of memory|recover from oom",
+        r"attempting to recover from OOM in forward/backward pass|\bran out of memory(?: on GPU #\d+)?, skipping batch",
+        0.6,
+        "the GPU ran out of memory on a batch, which was skipped",
     ),
     # GPU allocators of other stacks refusing: XGBoost's caching allocator, PhysX's (Isaac Gym)
     _s(
@@ -2970,6 +3037,18 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|DataLossError: corrupted record at \d+",
         0.75,
         "a data file is corrupt or truncated",
+    ),
+    # a dataset file whose compressed or stored bytes end early: NumPy's `.npy` reader, zlib inside
+    # an `.npz`, GDAL/libtiff on a raster tile (the image loaders' own words are below)
+    _s(
+        "data-file-short",
+        _C.DATA_PIPELINE_ERROR,
+        "no data left in file|zlib.error|tifffillstrip|tiffreadencodedstrip|ireadblock failed",
+        r"^\s*No data left in file$|ValueError: No data left in file"
+        r"|zlib\.error: Error -?\d+ while decompressing data"
+        r"|ERROR \d+: (?:TIFFFillStrip:Read error|TIFFReadEncodedStrip\(\) failed|.*IReadBlock failed)",
+        0.75,
+        "a data file is cut short or corrupt (NumPy, zlib, GDAL)",
     ),
     # FFmpeg (through PyAV, decord, torchvision.io or OpenCV) on a video sample it cannot open: an
     # MP4 cut short or empty has no index (`moov atom`), other damage is "invalid data". Loaders

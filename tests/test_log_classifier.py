@@ -1014,6 +1014,17 @@ MOVED_MISSES = {
     "heldout51_torchtitan_c4_hf_rate_limit_429.log": (C.DATA_PIPELINE_ERROR, None),
     "heldout51_torchtitan_hf_streaming_read_timeout_hang.log": (C.DATA_PIPELINE_ERROR, None),
     "heldout51_torchtitan_llama4_tp_mesh_missing.log": (C.USER_CODE_ERROR, None),
+    "heldout52_chainer_cupy_unet_out_of_memory_to_allocate_1p6gb_gpu.log": (C.GPU_OOM, None),
+    "heldout52_horovod_docker_twonode_openmpi_btl_tcp_no_route.log": (C.NETWORK_ERROR, None),
+    "heldout52_horovod_k8s_openmpi_inbound_tcp_unexpected_ip_dropped.log": (C.NETWORK_ERROR, None),
+    "heldout52_horovod_multinode_nccl_bootstrap_lo_interface_refused.log": (C.RENDEZVOUS_ERROR, None),
+    "heldout52_mmdet_mmcv_runner_ms_deformable_invalid_device_function.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout52_nnunet_benchmark_trainer_triton_kernel_image_invalid.log": (C.ENVIRONMENT_ERROR, None),
+    "heldout52_nnunet_zlib_npz.log": (C.DATA_PIPELINE_ERROR, None),
+    "heldout52_nnunetv2_bg_worker_no_data_left_in_file.log": (C.DATA_PIPELINE_ERROR, None),
+    "heldout52_nnunetv2_unpack_npy_requested_and_0_written.log": (C.STORAGE_ERROR, None),
+    "heldout52_paraformer_chesapeake_tiff_read_error.log": (C.DATA_PIPELINE_ERROR, None),
+    "heldout52_streampetr_dist_train_ann_pkl_truncated.log": (C.DATA_PIPELINE_ERROR, None),
 }
 
 
@@ -4391,6 +4402,62 @@ def test_dcgms_xid_report_names_the_gpu():
     assert (verdict.category, verdict.culprit.gpu) == (C.GPU_FALLEN_OFF_BUS, 2)
 
 
+_ROUND_52 = [
+    # the families of round 52's misses, in forms other than the logs they came from
+    (["OSError: 8388608 requested and 0 written"], C.STORAGE_ERROR),
+    (["INFO: 4096 bytes requested and 4096 written to the cache"], C.UNKNOWN),
+    (
+        ["gpu-7:1201:1290 [3] include/socket.h:412 NCCL WARN Call to connect timeout : Connection refused"],
+        C.RENDEZVOUS_ERROR,
+    ),
+    # a newer NCCL's notice that it tries again is no failure
+    (["gpu-7:1201:1290 [3] NCCL INFO Call to connect returned Connection refused, retrying"], C.UNKNOWN),
+    (
+        [
+            "[node2][[4412,1],3][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] "
+            "connect() to 172.17.0.1 failed: Connection refused (111)"
+        ],
+        C.NETWORK_ERROR,
+    ),
+    (
+        ["[head:02211] 3 more processes have sent help message help-mpi-btl-tcp.txt / client connect fail"],
+        C.NETWORK_ERROR,
+    ),
+    (["mpirun -np 8 -mca btl_tcp_if_include eth0 python train.py"], C.UNKNOWN),
+    (["RuntimeError: CUDA error: device kernel image is invalid"], C.ENVIRONMENT_ERROR),
+    (["checking whether the cached kernel image is invalid... no"], C.UNKNOWN),
+    (["error in deform_conv_cuda: invalid device function"], C.ENVIRONMENT_ERROR),
+    (["    print('error in %s: invalid device function' % name)"], C.UNKNOWN),
+    (["EOFError: CocoDataset: Ran out of input"], C.DATA_PIPELINE_ERROR),
+    # the same words from a checkpoint stay the checkpoint's
+    (["_pickle.UnpicklingError: pickle data was truncated"], C.CHECKPOINT_ERROR),
+    (
+        [
+            "Exception in main training loop: out of memory to allocate 8388608 bytes (total 12230656000 bytes)"
+        ],
+        C.GPU_OOM,
+    ),
+    (
+        [
+            "2020-10-08 16:37:03 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass"
+        ],
+        C.GPU_OOM,
+    ),
+    (["| WARNING: ran out of memory, skipping batch"], C.GPU_OOM),
+    (["epoch 003 | loss 4.21 | oom 0 | wps 18000"], C.UNKNOWN),
+    (["ValueError: No data left in file"], C.DATA_PIPELINE_ERROR),
+    (["zlib.error: Error -3 while decompressing data: invalid distance too far back"], C.DATA_PIPELINE_ERROR),
+    (
+        [
+            "ERROR 1: /data/tiles/a.tif, band 1: IReadBlock failed at X offset 2, Y offset 3: "
+            "TIFFReadEncodedTile() failed."
+        ],
+        C.DATA_PIPELINE_ERROR,
+    ),
+    (["INFO: No data left in file queue; waiting for the producer"], C.UNKNOWN),
+]
+
+
 @pytest.mark.parametrize(
     ("lines", "category"),
     _STACK_FITS
@@ -4414,7 +4481,8 @@ def test_dcgms_xid_report_names_the_gpu():
     + _REVIEWED_48
     + _REVIEWED_49
     + _ROUND_50
-    + _ROUND_51,
+    + _ROUND_51
+    + _ROUND_52,
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
