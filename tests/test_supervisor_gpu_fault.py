@@ -45,3 +45,20 @@ def test_other_gpu_events_do_not_stop_the_attempt(tmp_path, event):
 
 def test_the_immediate_codes_are_the_lost_gpu_and_uncorrectable_memory_ones():
     assert {79, 119, 120, 48, 64, 95} == IMMEDIATE_XIDS
+
+
+@pytest.mark.parametrize(("gpu", "ours"), [(1, True), (2, True), (0, False)])
+def test_a_rank_seeing_its_gpu_as_cuda_0_is_matched_by_the_gpus_uuid(tmp_path, gpu, ours):
+    """Pods given one GPU each see it as cuda:0: node1's ranks say GPU 0 and hold the node's
+    GPUs 1 and 2 (by UUID). An Xid on GPU 1 or 2 is theirs; one on the node's GPU 0, another
+    job's, is not."""
+    b = JobBuilder("j", run_id="r").world(4, per_node=2, attempt=1, start=T0 + 100)
+    b.steps(1, range(3), T0 + 105)
+    for row in b.rows["ranks"]:
+        if row["node"] == "node1":
+            row["gpu_uuid"] = f"GPU-node1-{row['gpu'] + 1}"
+            row["gpu"] = 0
+    b.gpu_event("node1", gpu, T0 + 110, 79, XID_79)
+    b.write_store(tmp_path)
+    fault = read_attempt_progress(tmp_path, "j", "r", 1, since=T0 + 100).gpu_fault
+    assert (fault is not None) is ours, fault

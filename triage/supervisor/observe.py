@@ -132,9 +132,12 @@ def ingest_pending(data_dir: Path, agent_nodes: Collection[str] = ()) -> None:
 
 _GPU_FAULT_SQL = f"""
 SELECT e.time, e.node, e.gpu, e.xid, e.text FROM gpu_events e
-JOIN (SELECT DISTINCT node, gpu FROM ranks
+JOIN (SELECT DISTINCT node, gpu, gpu_uuid FROM ranks
       WHERE job_id = $job AND run_id IS NOT DISTINCT FROM $run AND attempt = $attempt) r
-  ON e.node = r.node AND e.gpu = r.gpu
+  -- a rank's GPU by its UUID where both know it: the index a rank sees (cuda:0 in a container
+  -- given one GPU) need not be the node's, and the node's GPU 0 can be another job's
+  ON e.node = r.node AND CASE WHEN r.gpu_uuid IS NOT NULL AND e.uuid IS NOT NULL
+                              THEN e.uuid = r.gpu_uuid ELSE e.gpu = r.gpu END
 WHERE e.kind = 'xid' AND e.xid IN ({", ".join(map(str, sorted(IMMEDIATE_XIDS)))})
   AND e.time >= $since
 ORDER BY e.time LIMIT 1
