@@ -382,6 +382,15 @@ _FRAME_CONTEXTS = (
         "the streaming dataset",
         path=re.compile(r"[/\\](?:streaming[/\\]base|litdata[/\\]streaming)[/\\]"),
     ),
+    # a package install (pip's own frames) failing on a corrupt or truncated wheel: the
+    # software stack, not the job's data
+    _FrameContext(
+        re.compile(r"(?!)"),
+        Category.ENVIRONMENT_ERROR,
+        frozenset({"data-file-short"}),
+        "a package install",
+        path=re.compile(r"[/\\]pip[/\\]_(?:internal|vendor)[/\\]"),
+    ),
     # the process group's set-up: its store barrier, the rendezvous handlers
     _FrameContext(
         re.compile(r"_store_based_barrier|\w*rendezvous\w*|_create_c10d_store"),

@@ -1024,15 +1024,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.7,
         "gloo could not connect its ranks to each other at start-up",
     ),
-    # NCCL's bootstrap (its own rendezvous: every rank connects to the root's socket) refused or
-    # timed out; an older NCCL's final word, not newer ones' "retrying" notices
+    # an older NCCL's (before 2.3) final word on a socket connection refused: its bootstrap or its
+    # ring, mostly an interface it should not use (lo, docker0), not the newer "retrying" notices
     _s(
-        "nccl-bootstrap-connect",
-        _C.RENDEZVOUS_ERROR,
+        "nccl-socket-connect-refused",
+        _C.NETWORK_ERROR,
         "call to connect timeout",
         r"NCCL WARN Call to connect timeout : Connection refused",
         0.65,
-        "NCCL's ranks could not connect to each other's bootstrap socket at start-up (interface, firewall)",
+        "NCCL could not connect its ranks' sockets (an interface it should not use, a firewall)",
     ),
     # jax.distributed.initialize: the processes never all reached the coordination service
     # JAX's coordination service losing a process's heartbeats: that process or its host is gone
@@ -1254,10 +1254,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "openmpi-btl-tcp",
         _C.NETWORK_ERROR,
         "btl_tcp|help-mpi-btl-tcp",
-        r"mca_btl_tcp_endpoint_complete_connect\] connect\(\) to \S+ failed: (?:No route to host|Connection refused|Connection timed out)"
-        r"|help-mpi-btl-tcp\.txt / (?:dropped inbound connection|client connect fail)",
+        r"mca_btl_tcp_endpoint_complete_connect\] connect\(\) to \S+ failed: (?:No route to host|Connection timed out)"
+        r"|help-mpi-btl-tcp\.txt / client connect fail",
         0.7,
         "Open MPI's TCP transport could not connect the nodes (an interface it should not use)",
+    ),
+    _s(
+        "openmpi-btl-tcp-refused",
+        _C.NETWORK_ERROR,
+        "btl_tcp|help-mpi-btl-tcp",
+        r"mca_btl_tcp_endpoint_complete_connect\] connect\(\) to \S+ failed: Connection refused"
+        r"|help-mpi-btl-tcp\.txt / dropped inbound connection",
+        0.6,
+        "Open MPI's TCP transport was refused or dropped a connection (a peer gone, or a retried interface)",
+        symptom=True,
     ),
     # the HCA itself reports the failure (a port went down, the adapter is in a fatal state)
     _s(
@@ -2688,7 +2698,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _C.GPU_OOM,
         "ran out of memory|recover from oom",
         r"attempting to recover from OOM in forward/backward pass|\bran out of memory(?: on GPU #\d+)?, skipping batch",
-        0.6,
+        0.55,
         "the GPU ran out of memory on a batch, which was skipped",
     ),
     # GPU allocators of other stacks refusing: XGBoost's caching allocator, PhysX's (Isaac Gym)
@@ -3044,11 +3054,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "data-file-short",
         _C.DATA_PIPELINE_ERROR,
         "no data left in file|zlib.error|tifffillstrip|tiffreadencodedstrip|ireadblock failed",
-        r"^\s*No data left in file$|ValueError: No data left in file"
+        r"^\s*No data left in file$|(?:Value|EOF)Error: No data left in file"
         r"|zlib\.error: Error -?\d+ while decompressing data"
         r"|ERROR \d+: (?:TIFFFillStrip:Read error|TIFFReadEncodedStrip\(\) failed|.*IReadBlock failed)",
         0.75,
-        "a data file is cut short or corrupt (NumPy, zlib, GDAL)",
+        "a data file could not be read (cut short, corrupt, or its source failed: NumPy, zlib, GDAL)",
     ),
     # FFmpeg (through PyAV, decord, torchvision.io or OpenCV) on a video sample it cannot open: an
     # MP4 cut short or empty has no index (`moov atom`), other damage is "invalid data". Loaders

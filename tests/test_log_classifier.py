@@ -1017,7 +1017,6 @@ MOVED_MISSES = {
     "heldout52_chainer_cupy_unet_out_of_memory_to_allocate_1p6gb_gpu.log": (C.GPU_OOM, None),
     "heldout52_horovod_docker_twonode_openmpi_btl_tcp_no_route.log": (C.NETWORK_ERROR, None),
     "heldout52_horovod_k8s_openmpi_inbound_tcp_unexpected_ip_dropped.log": (C.NETWORK_ERROR, None),
-    "heldout52_horovod_multinode_nccl_bootstrap_lo_interface_refused.log": (C.RENDEZVOUS_ERROR, None),
     "heldout52_mmdet_mmcv_runner_ms_deformable_invalid_device_function.log": (C.ENVIRONMENT_ERROR, None),
     "heldout52_nnunet_benchmark_trainer_triton_kernel_image_invalid.log": (C.ENVIRONMENT_ERROR, None),
     "heldout52_nnunet_zlib_npz.log": (C.DATA_PIPELINE_ERROR, None),
@@ -4408,7 +4407,7 @@ _ROUND_52 = [
     (["INFO: 4096 bytes requested and 4096 written to the cache"], C.UNKNOWN),
     (
         ["gpu-7:1201:1290 [3] include/socket.h:412 NCCL WARN Call to connect timeout : Connection refused"],
-        C.RENDEZVOUS_ERROR,
+        C.NETWORK_ERROR,
     ),
     # a newer NCCL's notice that it tries again is no failure
     (["gpu-7:1201:1290 [3] NCCL INFO Call to connect returned Connection refused, retrying"], C.UNKNOWN),
@@ -4455,6 +4454,42 @@ _ROUND_52 = [
         C.DATA_PIPELINE_ERROR,
     ),
     (["INFO: No data left in file queue; waiting for the producer"], C.UNKNOWN),
+    (["EOFError: No data left in file"], C.DATA_PIPELINE_ERROR),
+    # round 52's review: a refused connection or a dropped inbound one is what peers of a rank
+    # that died see (a rebooted node), and Open MPI retries a dropped one; the error it follows
+    # from is the cause
+    (
+        [
+            "[node2][[4412,1],3][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] "
+            "connect() to 10.0.0.5 failed: Connection refused (111)",
+            "[1,1]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered",
+        ],
+        C.CUDA_ERROR,
+    ),
+    # fairseq's skipped OOM batch is survived: a time limit two hours on is what ended the job
+    (
+        [
+            "2021-03-01 10:00:00 | WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass",
+            "2021-03-01 12:00:00 | INFO | train_inner | epoch 001:   5000 / 72115 loss=6.1",
+            "slurmstepd: error: *** JOB 1234 ON node1 CANCELLED AT 2021-03-01T14:00:00 DUE TO TIME LIMIT ***",
+        ],
+        C.PREEMPTION,
+    ),
+    # zlib inside pip installing a wheel is the software stack's, not the job's data
+    (
+        [
+            "Installing collected packages: torch",
+            "ERROR: Exception:",
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.10/site-packages/pip/_internal/operations/install/wheel.py", '
+            "line 595, in _install_wheel",
+            "    file.save()",
+            '  File "/usr/local/lib/python3.10/zipfile.py", line 1016, in _read1',
+            "    data = self._decompressor.decompress(data, n)",
+            "zlib.error: Error -3 while decompressing data: invalid block type",
+        ],
+        C.ENVIRONMENT_ERROR,
+    ),
 ]
 
 
