@@ -1247,6 +1247,15 @@ SIGNATURES: tuple[Signature, ...] = (
         0.9,
         "a network transfer completed with an error (InfiniBand, EFA)",
     ),
+    # PaddlePaddle's parameter-server socket to a peer timing out (its glog check on the read)
+    _s(
+        "paddle-socket-timeout",
+        _C.NETWORK_ERROR,
+        "check failed: len",
+        r"SocketChannel\.cpp:\d+\] Check failed: len >=? 0 +peer=\S+: Connection timed out",
+        0.7,
+        "a connection between the parameter servers and the trainers timed out",
+    ),
     # Open MPI's TCP transport between the nodes: a peer's address it cannot route to, or an
     # inbound connection from an address it does not know (several interfaces, container
     # networks; `btl_tcp_if_include` names the one to use)
@@ -1430,6 +1439,17 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Stream synchronize timeout",
         0.75,
         "an Ascend NPU stream waited past its timeout (a collective or a peer that never came)",
+        symptom=True,
+    ),
+    # DeepEP's expert-parallel dispatch or combine (an all-to-all over NVLink and RDMA) waited
+    # past its timeout for tokens a peer never sent: like a watchdog's, a symptom of that peer
+    _s(
+        "deepep-timeout",
+        _C.COLLECTIVE_TIMEOUT,
+        "deepep error: timeout",
+        r"DeepEP error: timeout \((?:dispatch|combine)",
+        0.75,
+        "an expert-parallel all-to-all (DeepEP dispatch or combine) waited past its timeout for a peer",
         symptom=True,
     ),
     _s(
@@ -2012,10 +2032,15 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "stack-does-not-fit",
         _C.ENVIRONMENT_ERROR,
-        "only support|doesn't support bf16|compiled with different cuda|mismatches the version"
+        "only support|doesn't support bf16|compiled with different cuda|mismatches the version|required for fp8"
+        "|not supported on rocm"
         "|cudnn version incompatibility|loaded runtime cudnn|dtype size changed|ninja is required|cuda_home",
         r"FlashAttention only supports? (?:Ampere|Turing|Hopper)\b.*GPUs? or newer"
         r"|(?:Bfloat16|bf16) is only supported on GPUs with compute capability"
+        # TransformerEngine's FP8 on a GPU without FP8 (before Ada/Hopper)
+        r"|Device compute capability [\d.]+ or higher required for FP8"
+        # an operation with no ROCm implementation (a grouped GEMM on MI300X)
+        r"|(?:Error|Exception): .*\bis not supported on ROCm\b"
         r"|Your setup doesn't support bf16"
         r"|compiled with different CUDA (?:major )?versions"
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile PyTorch"
@@ -2701,6 +2726,16 @@ SIGNATURES: tuple[Signature, ...] = (
         0.55,
         "the GPU ran out of memory on a batch, which was skipped",
     ),
+    # the caching allocator's expandable segments unable to map more device memory: a warning
+    # (it frees its cache and tries again), weaker than an error that ends the job
+    _s(
+        "expandable-segments-oom",
+        _C.GPU_OOM,
+        "expandable_segments",
+        r"expandable_segments: memory mapping failed with OOM on device",
+        0.55,
+        "the GPU's memory ran out (the allocator could not map more)",
+    ),
     # GPU allocators of other stacks refusing: XGBoost's caching allocator, PhysX's (Isaac Gym)
     _s(
         "gpu-allocator-refused",
@@ -3173,8 +3208,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "shape-mismatch",
         _C.USER_CODE_ERROR,
-        "shape|size mismatch|must match the size|channels, but got",
+        "shape|size mismatch|must match the size|channels, but got|split_with_sizes",
         r"shapes cannot be multiplied|size mismatch|must match the size of tensor"
+        r"|split_with_sizes expects split_sizes to sum exactly to \d+"
         r"|shape '\[[^\]]*\]' is invalid for input of size"
         r"|Given (?:groups|transposed)=\d+, weight of size .* expected input.* to have \d+ channels, but got \d+",
         0.8,
