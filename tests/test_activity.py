@@ -1,6 +1,7 @@
 """The heartbeat's account of a rank's work besides its main thread (`trainer_hooks/activity.py`):
 its child processes' CPU, live and reaped, the bytes it reads, and whether its main thread runs Python code."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -141,3 +142,32 @@ def test_a_thread_that_has_ended_has_no_stack():
     thread.start()
     thread.join()
     assert thread.ident is not None and activity.MainStack(thread.ident).look() is None
+
+
+SPIN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass"
+
+
+def test_a_thread_starved_of_cpu_is_runnable_and_a_sleeping_one_is_not():
+    """On a loaded host a spinning rank got a fraction of a CPU and was judged idle: the hang
+    rule stopped a slow job. A thread that waits for a CPU to run on is runnable all that
+    time; one that sleeps is not."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    me = threading.get_native_id()
+    was = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})  # this thread and a competitor share one CPU
+    rival = subprocess.Popen([sys.executable, "-c", SPIN.format(s=4.0)])
+    try:
+        os.sched_setaffinity(rival.pid, {cpu})
+        time.sleep(0.3)
+        wall0, ran0, cpu0 = time.monotonic(), activity.runnable_s(me), time.thread_time()
+        exec(SPIN.format(s=1.5))
+        wall, ran, spent = time.monotonic() - wall0, activity.runnable_s(me) - ran0, time.thread_time() - cpu0
+    finally:
+        rival.kill()
+        rival.wait()
+        os.sched_setaffinity(0, was)
+    assert spent < 0.8 * wall  # starved: less CPU than wall time ...
+    assert ran >= 0.9 * wall  # ... but runnable all along
+    slept0 = activity.runnable_s(me)
+    time.sleep(1.0)
+    assert activity.runnable_s(me) - slept0 < 0.1

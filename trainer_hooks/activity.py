@@ -89,6 +89,19 @@ def children_cpu_s() -> float | None:
     return ticks / _TICKS
 
 
+def runnable_s(thread_native_id: int) -> float | None:
+    """Seconds a thread of this process ran or waited for a CPU to run on (Linux's schedstat:
+    time on a CPU plus time on a run queue). A rank starved of CPU on an overloaded host still
+    wants to work: its CPU time alone would read as idle, its runnable time does not. A thread
+    blocked (a deadlock, a sleep, a wait on a socket) adds to neither. None where the kernel
+    keeps no such account or the thread has ended."""
+    try:
+        run_ns, wait_ns = _read(f"/proc/self/task/{thread_native_id}/schedstat").split()[:2]
+        return (int(run_ns) + int(wait_ns)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 def read_bytes() -> int | None:
     """Bytes this process has read through `read()`-like calls (`rchar`), less these readers'."""
     own = _own_bytes  # the figure read does not count this read yet

@@ -228,6 +228,12 @@ def _main_thread_clock() -> int | None:
         return None
 
 
+def _main_thread_runnable() -> int | None:
+    """The main thread's id for `activity.runnable_s`, where the kernel keeps its account."""
+    tid = threading.main_thread().native_id
+    return tid if tid is not None and activity.runnable_s(tid) is not None else None
+
+
 class TrainingMonitor:
     def __init__(
         self,
@@ -248,6 +254,7 @@ class TrainingMonitor:
             cfg.flops_per_token = 6.0 * sum(p.numel() for p in model.parameters())
         self.pid = os.getpid()
         self._main_clock = _main_thread_clock()
+        self._main_tid = _main_thread_runnable()
         main_ident = threading.main_thread().ident
         self._terminating = False
         self._main_stack = None if main_ident is None else activity.MainStack(main_ident)
@@ -636,6 +643,10 @@ class TrainingMonitor:
 
     # -- writer thread -------------------------------------------------------------------------
     def _main_cpu_s(self) -> float | None:
+        """The main thread's runnable seconds where Linux tells them, else its CPU seconds
+        (one measure for the rank's life: the hang rule takes differences of it)."""
+        if self._main_tid is not None:
+            return activity.runnable_s(self._main_tid)
         if self._main_clock is None:
             return None
         try:

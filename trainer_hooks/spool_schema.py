@@ -113,8 +113,10 @@ HEARTBEATS = _schema(
     pa.field("inflight_group", pa.string()),
     pa.field("inflight_seq", pa.int64()),
     pa.field("inflight_since", pa.float64()),
-    # CPU seconds of the rank's main thread: whether a rank outside a collective is working
-    # (a slow step, an evaluation on rank 0) or stuck (a deadlock, a sleep), for the hang rule
+    # seconds the rank's main thread ran or waited for a CPU (its CPU seconds where Linux keeps
+    # no run-queue account): whether a rank outside a collective is working (a slow step, an
+    # evaluation on rank 0, a rank starved of CPU on a loaded host) or stuck (a deadlock, a
+    # sleep), for the hang rule
     pa.field("main_cpu_s", pa.float64()),
     # ... of its child processes (data prepared in a pool, DataLoader workers), and the bytes it
     # has read (a download): working too, with an idle main thread (`trainer_hooks/activity.py`)

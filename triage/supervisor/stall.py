@@ -19,8 +19,9 @@ excuse them), a rank that is ahead (in a later collective of the group), a group
 member is inside the collective (all entered and none returns: the network or a peer's
 device, which the step timeout and the analyzers handle), or ranks half or more of the group
 (who is late is then unclear). And not a stall while a missing rank is working: each heartbeat
-carries the CPU seconds of that rank's main thread and of its child processes, and the bytes it
-has read; a rank that used more than `BUSY_SHARE` of the stall's wall time on the CPU (a long
+carries the seconds that rank's main thread ran or waited for a CPU (a rank starved of CPU on a
+loaded host wants to work all the same), the CPU seconds of its child processes, and the bytes it
+has read; a rank that used more than `BUSY_SHARE` of the stall's wall time so (a long
 step, an evaluation only rank 0 runs while the others wait at a barrier, data prepared in a pool
 of workers) or read more than `BUSY_READ_BPS` (a dataset streamed from files) is working, not stuck (a deadlock, a
 sleep, a wait on something that never comes); a rank whose hooks do not report it is given the
