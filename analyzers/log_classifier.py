@@ -500,6 +500,9 @@ _CRASH_SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGS
 #: A rank's words for a peer that went away (gloo's "Connection closed by peer ... typically
 #: caused by a remote worker crashing", NCCL's "remote process exited"), not for a network fault.
 _PEER_LOST = frozenset({"peer-reset", "nccl-remote-error"})
+#: Lines printed by a rank about a peer that stopped answering (the peer's address in them, not
+#: its rank): the printing rank is no culprit.
+_LOST_A_PEER = frozenset({"paddle-socket-timeout"})
 #: An exception that announces the error it wraps, printed after it (TorchScript's interpreter
 #: over a CUDA out of memory): no error of its own.
 _WRAPS_A_LATER_ERROR = "The following operation failed in the TorchScript interpreter"
@@ -979,6 +982,8 @@ class LogClassifier:
         (torchrun's `local_rank: 3` next to a kernel OOM line), then torchrun's Root Cause block."""
         m = root.match
         rank = m.rank
+        if m.signature in _LOST_A_PEER:
+            return Culprit()  # the rank that printed it is the one left waiting
         if m.category is Category.COLLECTIVE_TIMEOUT:
             # the one silent rank, else a line that names the late rank itself (a timeout's
             # own rank is the one that waited)

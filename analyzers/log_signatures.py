@@ -1446,8 +1446,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _s(
         "deepep-timeout",
         _C.COLLECTIVE_TIMEOUT,
-        "deepep error: timeout",
-        r"DeepEP error: timeout \((?:dispatch|combine)",
+        "deepep error:",
+        # the internode dispatch's and the intranode wait's words
+        r"DeepEP error: (?:timeout \((?:dispatch|combine)|CPU recv timeout)",
         0.75,
         "an expert-parallel all-to-all (DeepEP dispatch or combine) waited past its timeout for a peer",
         symptom=True,
@@ -2038,9 +2039,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"FlashAttention only supports? (?:Ampere|Turing|Hopper)\b.*GPUs? or newer"
         r"|(?:Bfloat16|bf16) is only supported on GPUs with compute capability"
         # TransformerEngine's FP8 on a GPU without FP8 (before Ada/Hopper)
-        r"|Device compute capability [\d.]+ or higher required for FP8"
+        # (raised: a test's skip reason prints the same words on a GPU that has none)
+        r"|(?-i:[A-Z]\w*(?:Error|Exception)): Device compute capability [\d.]+ or higher required for FP8"
         # an operation with no ROCm implementation (a grouped GEMM on MI300X)
-        r"|(?:Error|Exception): .*\bis not supported on ROCm\b"
+        r"|(?-i:[A-Z]\w*(?:Error|Exception)): (?!.*\b(?:fall(?:s|ing)? ?back|skipp)).*\bis not supported on ROCm\b"
         r"|Your setup doesn't support bf16"
         r"|compiled with different CUDA (?:major )?versions"
         r"|The detected CUDA version \([\d.]+\) mismatches the version that was used to compile PyTorch"
@@ -2735,6 +2737,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"expandable_segments: memory mapping failed with OOM on device",
         0.55,
         "the GPU's memory ran out (the allocator could not map more)",
+        symptom=True,
     ),
     # GPU allocators of other stacks refusing: XGBoost's caching allocator, PhysX's (Isaac Gym)
     _s(

@@ -4543,6 +4543,28 @@ _ROUND_53 = [
         ],
         C.CUDA_ERROR,
     ),
+    # round 53's review: DeepEP's intranode wait; a test's skip reason is no failure; the
+    # allocator's warning is survived, so a later timeout decides
+    (["[rank3]: RuntimeError: DeepEP error: CPU recv timeout"], C.COLLECTIVE_TIMEOUT),
+    (
+        [
+            "SKIPPED [4] tests/pytorch/test_numerics.py:512: Device compute capability 8.9 or higher required for FP8 execution.",
+            "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds",
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    (
+        [
+            "[rank0]:[W831 10:32:25.255074645 CUDACachingAllocator.cpp:508] expandable_segments: memory mapping "
+            "failed with OOM on device 0 while trying to map 20971520 bytes (free: 15663104, total: 33671348224).",
+            "[rank0]: step 1200 loss 2.31",
+            "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=88231, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds",
+        ],
+        C.COLLECTIVE_TIMEOUT,
+    ),
+    (["WARNING: flash attention is not supported on ROCm; falling back to SDPA"], C.UNKNOWN),
 ]
 
 
@@ -4575,6 +4597,20 @@ _ROUND_53 = [
 )
 def test_a_stack_that_does_not_fit_the_gpu_or_itself(lines, category):
     assert classify_lines(lines).category is category
+
+
+def test_a_rank_that_lost_its_parameter_server_is_not_the_culprit():
+    """Ranks 37 and 4 both timed out reading from the same parameter server: the one that
+    printed first is no culprit (a restart without its node would leave out a victim)."""
+    v = classify_lines(
+        [
+            "Mon Sep 11 14:31:16 2017[1,37]<stderr>:F0911 14:31:16.057638  5678 SocketChannel.cpp:54] "
+            "Check failed: len >= 0  peer=10.75.60.42: Connection timed out [110]",
+            "Mon Sep 11 14:31:16 2017[1,4]<stderr>:F0911 14:31:16.029341 13958 SocketChannel.cpp:54] "
+            "Check failed: len >= 0  peer=10.75.60.42: Connection timed out [110]",
+        ]
+    )
+    assert v.category is C.NETWORK_ERROR and v.culprit.rank is None and v.culprit.node is None
 
 
 @pytest.mark.parametrize(
