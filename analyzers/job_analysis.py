@@ -31,11 +31,19 @@ from triage.analyzers.sdc import sdc_findings
 from triage.analyzers.straggler import RankScore, straggler_analysis
 from triage.display import Status
 from triage.store.job_data import JobData
+from triage.store.schema import EVENT_SUPERVISOR_STOP
 from triage.taxonomy import Category
 
 #: Attempt and job statuses: the store's (running, completed, failed, preempted) plus `hung`,
 #: a running attempt whose ranks live but make no progress.
-STATUSES = (Status.RUNNING, Status.HUNG, Status.COMPLETED, Status.FAILED, Status.PREEMPTED)
+STATUSES = (
+    Status.RUNNING,
+    Status.HUNG,
+    Status.COMPLETED,
+    Status.FAILED,
+    Status.PREEMPTED,
+    Status.INTERRUPTED,
+)
 
 
 @dataclass
@@ -309,6 +317,24 @@ def _teardown_consequences(findings: list[Finding], cfg: AnalyzerConfig) -> list
     return findings
 
 
+def _before_the_operators_stop(job: JobData, findings: list[Finding]) -> list[Finding]:
+    """An attempt its operator stopped (Ctrl-C, scancel: recorded `interrupted`, with the
+    supervisor's stop) failed on nothing found after the stop: its ranks' KeyboardInterrupts,
+    the peers that lost them, the save cut short are the stop's doing. What went wrong before
+    it stays."""
+    stops = job.events[job.events["kind"] == EVENT_SUPERVISOR_STOP]
+    cut: dict[int, float] = {}
+    for attempt in job.attempts:
+        if _recorded_status(job, attempt) != Status.INTERRUPTED:
+            continue
+        at = stops.loc[stops["attempt"] == attempt, "time"]
+        if not at.empty:
+            cut[attempt] = float(at.min())
+    if not cut:
+        return findings
+    return [f for f in findings if f.attempt not in cut or f.time < cut[f.attempt]]
+
+
 def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     stragglers = straggler_analysis(job, cfg)
     findings: list[Finding] = [
@@ -326,12 +352,16 @@ def analyze_job(job: JobData, cfg: AnalyzerConfig) -> JobAnalysis:
     findings = _flight_recorder_over_heartbeats(findings)
     findings = full_disk_causes(job, _drop_vague_duplicates(_teardown_consequences(findings, cfg)), cfg)
     findings += down_nic_findings(job, findings, cfg)
+    findings = _before_the_operators_stop(job, findings)
     alive = {a: _alive(job, a, cfg) for a in job.attempts}
-    # a job without hooks records no exits: the supervisor's "completed" is its clean end
+    # a job without hooks records no exits: the supervisor's "completed" is its clean end, and
+    # its "interrupted" the operator's stop
     ended_silently = {
         a
         for a in job.attempts
-        if not alive[a] and not _all_exited(job, a) and _recorded_status(job, a) != Status.COMPLETED
+        if not alive[a]
+        and not _all_exited(job, a)
+        and _recorded_status(job, a) not in (Status.COMPLETED, Status.INTERRUPTED)
     }
     incidents = attribute(job, findings, cfg, ended_silently)
     roots = {i.attempt: i for i in incidents if i.root}

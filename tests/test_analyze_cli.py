@@ -117,3 +117,53 @@ def test_the_action_the_supervisor_took_is_the_one_shown_as_triage_run_showed_it
     assert main(["analyze", "ecc-job", "--data-dir", str(data), "--no-ingest", "--json"]) == 1
     (attempt,) = json.loads(capsys.readouterr().out)["attempts"]
     assert attempt["supervisor_action"] == taken
+
+
+@pytest.mark.parametrize("stopped_at", [T0 + 40.0, T0 + 19.0])
+def test_an_attempt_its_operator_stopped_failed_on_nothing_found_after_the_stop(tmp_path, capsys, stopped_at):
+    """A Ctrl-C at a terminal reaches the ranks too: their KeyboardInterrupts and the peers that
+    lost them read as a collective timeout, and `analyze` said "failed" with an invented cause,
+    counted in the fleet's failures. An attempt recorded `interrupted` is judged on what came
+    before its stop only: a network error before it stays its root cause."""
+    from triage.supervisor.observe import record_attempt, record_output, stop_event_row
+
+    b = JobBuilder("stopped").world(4, per_node=2)
+    end = b.steps(0, range(20), T0 + 5)  # steps end at T0 + 25
+    b.event(
+        0,
+        2,
+        T0 + 20,
+        "exception",
+        "RuntimeError: NCCL communicator was aborted: NET/IB : Got completion from peer 10.0.0.2 with error 12",
+    )
+    for r in range(4):
+        b.event(0, r, end + 16, "exception", "KeyboardInterrupt")
+    for r in (0, 1):
+        b.event(0, r, end + 17, "exception", "RuntimeError: Connection closed by peer [10.0.0.3]:29500")
+    b.write_store(tmp_path)
+    record_output(
+        tmp_path,
+        "stopped",
+        None,
+        0,
+        events=[stop_event_row("stopped", None, 0, "node0", stopped_at, "Ctrl-C")],
+        ranks=[],
+        host="node0",
+    )
+    record_attempt(
+        tmp_path,
+        "stopped",
+        None,
+        0,
+        status="interrupted",
+        exit_code=130,
+        reason="interrupted",
+        verdict=None,
+        action=None,
+    )
+    assert main(["analyze", "stopped", "--data-dir", str(tmp_path), "--no-ingest", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "interrupted" and out["attempts"][0]["status"] == "interrupted"
+    roots = [i["category"] for i in out["incidents"] if i["root_cause"]]
+    assert roots == (["network_error"] if stopped_at > T0 + 20 else [])
+    assert not any("KeyboardInterrupt" in json.dumps(i) for i in out["incidents"])

@@ -133,7 +133,7 @@ ATTEMPT_OUTCOMES = pa.schema(
     ]
 )
 
-ATTEMPT_STATUSES = (Status.RUNNING, Status.COMPLETED, Status.FAILED, Status.PREEMPTED)
+ATTEMPT_STATUSES = (Status.RUNNING, Status.COMPLETED, Status.FAILED, Status.PREEMPTED, Status.INTERRUPTED)
 
 #: The job-level figures the supervisor computes while a job runs (one analysis per job, not
 #: one per node), for the node agents to export: a long table, one row per figure.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 
@@ -18,6 +19,8 @@ class StopSignals:
 
     def __init__(self, *, term_is_preemption: bool = False) -> None:
         self.received: str | None = None
+        #: when the stop signal came (a terminal's Ctrl-C reaches the ranks at that moment too)
+        self.received_at: float | None = None
         #: Under Slurm a SIGTERM is the scheduler's notice (`--signal=B:TERM@60`, preemption):
         #: the job is to checkpoint and be requeued, not interrupted.
         self.term_is_preemption = term_is_preemption
@@ -37,6 +40,7 @@ class StopSignals:
             self.notices += 1
             return
         self.received = signal.Signals(signum).name
+        self.received_at = self.received_at or time.time()
 
     def check(self) -> None:
         if self.received is not None:

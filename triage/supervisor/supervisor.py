@@ -117,8 +117,9 @@ _SETTLE_S = 1.5
 #: How long a hung attempt's live ranks get to dump their Flight Recorders (the monitor's
 #: writer thread looks for the request every second).
 _FR_WAIT_S = 5.0
-#: How much earlier than the supervisor a cancelled job's ranks may have got Slurm's SIGTERM.
-_SCANCEL_SKEW_S = 1.0
+#: How much earlier than the supervisor noticed it a cancelled job's ranks may have got Slurm's
+#: SIGTERM, or a terminal's Ctrl-C (it signals the whole foreground process group at once).
+_SIGNAL_SKEW_S = 1.0
 #: How long an attempt known to report steps may take to its first one (`--startup-timeout`
 #: unset).
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
@@ -613,7 +614,11 @@ class Supervisor:
                 # (the supervisor saw its own a moment after theirs) are the cancel's.
                 host = socket.gethostname()
                 if str(exc) == "scancel" and self._notice_at is not None:
-                    interrupted_at = self._notice_at - _SCANCEL_SKEW_S
+                    interrupted_at = self._notice_at - _SIGNAL_SKEW_S
+                elif self._stops.received_at is not None:
+                    # a Ctrl-C at a terminal reached the ranks and torchrun as it reached this
+                    # process: their KeyboardInterrupts from then on are the stop's
+                    interrupted_at = self._stops.received_at - _SIGNAL_SKEW_S
                 self._safely(
                     f"recording attempt {attempt}'s interruption",
                     record_output,
@@ -636,7 +641,10 @@ class Supervisor:
                 )
             self._cancel_step(step_name)
             _end_capture(output, scratch if own_scratch else None)
-            report.outcome, report.detection, report.ended = Status.FAILED, "interrupted", time.time()
+            # stopped by a signal (Ctrl-C, SIGTERM, scancel); another exception is the
+            # supervisor's own failure, which ends the attempt all the same
+            ended = Status.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else Status.FAILED
+            report.outcome, report.detection, report.ended = ended, "interrupted", time.time()
             self._safely(
                 f"recording attempt {attempt}'s outcome",
                 record_attempt,
@@ -644,7 +652,7 @@ class Supervisor:
                 self.job_id,
                 self.run_id,
                 attempt,
-                status=Status.FAILED,
+                status=ended,
                 exit_code=launcher.returncode,
                 reason="interrupted",
                 verdict=None,
@@ -998,7 +1006,10 @@ class Supervisor:
                 if progress.gpu_fault is not None:  # its rank can do no more work
                     self._show(attempt, f"fatal GPU event: {progress.gpu_fault}", progress)
                     return Status.FAILED, "gpu_fault", progress
-                if progress.stall is not None:
+                # not while a rank's process is gone and its exit not yet judged: peers wait in a
+                # collective for a rank that died (a SIGKILL's heartbeats stay fresh a few
+                # seconds), and its exit, not a hang, is what happened
+                if progress.stall is not None and not gone:
                     self._show(attempt, f"hang: {progress.stall.summary(now)}", progress)
                     return Status.HUNG, "collective_stall", progress
                 if progress.nonfinite_loss_steps >= NONFINITE_LOSS_STEPS:
