@@ -16,7 +16,7 @@ import pandas as pd
 
 from triage.analyzers.config import AnalyzerConfig
 from triage.analyzers.findings import Finding, clock, gpu_culprit, ranks_phrase
-from triage.store.job_data import TAIL_S, JobData
+from triage.store.job_data import JobData
 from triage.store.node_health import CLEARED, HealthEntry, quarantines
 from triage.taxonomy import Category
 from triage.verdict import Evidence, Verdict
@@ -26,7 +26,7 @@ _CONFIDENCE = 0.8
 
 def evidence_attempt(job: JobData, t: float, cfg: AnalyzerConfig) -> int | None:
     """The attempt whose window holds evidence at `t` (None: before or after the run)."""
-    return job.attempt_of(t, cfg.evidence_lead_s, TAIL_S)
+    return job.attempt_of(t, cfg.evidence_lead_s, job.tail_s)
 
 
 def _ledger_source(job: JobData, node: str, gpu: int | None, t: float) -> str:

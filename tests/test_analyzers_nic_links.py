@@ -133,3 +133,31 @@ def test_the_port_of_a_node_left_out_of_the_attempt_explains_nothing():
 def test_a_port_lost_long_after_the_failure_is_not_its_cause():
     (v,) = roots(cut_link(3, ("node0", 0), down_at=60.0))
     assert v.evidence[0].source != "nic" and v.culprit.rank == 3
+
+
+@pytest.mark.parametrize("recorded", ["completed", None])
+def test_a_port_lost_after_a_completed_run_is_the_next_jobs(tmp_path, recorded):
+    """A trial's next job cut a NIC 9 s after the last one completed; `analyze` of the finished
+    one then listed the link as its own incident. A run its supervisor recorded completed ended
+    on no fault: its nodes' records past the clock skew are whatever ran next's. Without that
+    record, evidence trailing the ranks' last telemetry is still the run's (a fault's own
+    records can come last)."""
+    from triage.store import open_snapshot
+    from triage.store.job_data import load_job
+    from triage.supervisor.observe import record_attempt
+
+    b = JobBuilder("done").world(4, per_node=2)
+    end = b.steps(0, range(20), T0 + 5)
+    for r in range(4):
+        b.event(0, r, end + 0.5, "exit", "exit 0", exit_code=0)
+    b.nic_sample("node0", end - 10, "ib0", True, 0, link_downs=3)
+    b.nic_sample("node0", end + 9.5, "ib0", False, 0, link_downs=4)
+    b.write_store(tmp_path)
+    if recorded:
+        record_attempt(
+            tmp_path, "done", None, 0, status=recorded, exit_code=0, reason="", verdict=None, action=None
+        )
+    with open_snapshot(tmp_path) as snap:
+        incidents = analyze_job(load_job(snap.con, "done"), AnalyzerConfig()).incidents
+    network = [i for i in incidents if i.verdict.category is Category.NETWORK_ERROR]
+    assert bool(network) is (recorded is None), incidents

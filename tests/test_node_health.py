@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -466,6 +467,13 @@ def test_a_local_launch_on_a_quarantined_host_is_refused_not_run_there(tmp_path)
     assert f"triage nodes clear {host}" in out.stderr and "--no-quarantine" in out.stderr
     ran = subprocess.run([*cmd, "--no-quarantine", *job], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr[-2000:]
+    # the ranks' node is TRIAGE_NODE where it is set: a quarantined one named so is refused too
+    # (the gate looked at the host name only, and a trial's job ran on its quarantined node1)
+    record_health(tmp_path, [_q("node1", None, time.time())])
+    named = subprocess.run(
+        [*cmd, *job], capture_output=True, text=True, timeout=120, env={**os.environ, "TRIAGE_NODE": "node1"}
+    )
+    assert named.returncode == 2 and "this host (node1) is quarantined" in named.stderr, named.stderr[-2000:]
 
 
 def test_the_demo_returns_its_own_simulated_nodes_to_service_first(tmp_path):
@@ -485,3 +493,22 @@ def test_the_demo_returns_its_own_simulated_nodes_to_service_first(tmp_path):
     assert sorted(quarantined_nodes(tmp_path)) == ["node0", "node7"]
     assert read_ledger(tmp_path)[-1].by == "triage demo"
     assert read_faults(tmp_path, "node1")[0][-1].kind == "reset"
+
+
+def test_the_agents_a_run_starts_are_published_for_prometheus_file_sd(tmp_path):
+    """`triage run`'s agents listen on ports of their own: a static scrape config cannot know
+    them (a trial had to run its own agents to scrape any). The supervisor lists them in
+    Prometheus' file_sd format while they run."""
+    from triage.store.layout import scrape_targets_file
+
+    agents = agents_mod.Agents(["node5", "node6"], tmp_path, gpu="sim", sim_gpus=1, interval_s=0.5)
+    path = scrape_targets_file(tmp_path, os.getpid())
+    try:
+        published = json.loads(path.read_text())
+        assert sorted(published, key=lambda t: t["labels"]["triage_agent_node"]) == [
+            {"targets": [f"127.0.0.1:{agents.ports[n]}"], "labels": {"triage_agent_node": n}}
+            for n in ("node5", "node6")
+        ]
+    finally:
+        agents.stop()
+    assert not path.exists()

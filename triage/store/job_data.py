@@ -31,6 +31,8 @@ START_SKEW_S = 5.0
 #: ... and this long after its last record: a fault's own records (an Xid, a lost GPU sample)
 #: can trail the last telemetry its ranks wrote; anything later belongs to whatever ran next.
 TAIL_S = 30.0
+#: ... but a run whose last attempt completed ended on no fault: past its clock skew, what its
+#: nodes record belongs to the next job (a NIC lost 9 s after one job ended was its incident).
 #: Rows kept of the few tables that can grow without bound in a broken job.
 MAX_DETAIL_ROWS = 5000
 
@@ -105,6 +107,8 @@ class JobData:
     node_health: pd.DataFrame
     full_disks: pd.DataFrame
     down_nics: pd.DataFrame
+    #: how long after its last record node evidence is still the run's (`run_tail_s`)
+    tail_s: float = TAIL_S
 
     @property
     def attempts(self) -> list[int]:
@@ -641,7 +645,9 @@ def load_job(
     # how much of its time a GPU ran throttled is the run's own share: samples from before it
     # (another job's heat on the node) would dilute or inflate it
     params["start"] = float(times.min()) - START_SKEW_S if not times.empty else 0.0
-    params["t1"] = float(times.max()) + TAIL_S if not times.empty else 0.0
+    outcomes = q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL)
+    tail = run_tail_s(outcomes)
+    params["t1"] = float(times.max()) + tail if not times.empty else 0.0
     params["waited"] = sorted(str(g) for g in heartbeats["inflight_group"].dropna().unique())
     gpu_health = q("gpu_health", ("gpu_samples", "ranks"), _GPU_HEALTH_SQL)
     ranks = _in_node_numbering(ranks, gpu_health)
@@ -669,10 +675,20 @@ def load_job(
         kernel_events=q(
             "kernel_events", ("kernel_events", "ranks"), _NODE_EVENTS_SQL.format(table="kernel_events")
         ),
-        attempt_outcomes=q("attempt_outcomes", ("attempt_outcomes",), _OUTCOMES_SQL).merge(
+        attempt_outcomes=outcomes.merge(
             q("attempt_actions", ("incidents",), _ACTIONS_SQL), on="attempt", how="left"
         ),
         node_health=q("node_health", ("node_health", "ranks"), _NODE_HEALTH_SQL),
         full_disks=q("full_disks", ("disk_samples", "ranks"), _FULL_DISKS_SQL),
         down_nics=q("down_nics", ("nic_samples", "ranks"), _DOWN_NICS_SQL),
+        tail_s=tail,
     )
+
+
+def run_tail_s(outcomes: pd.DataFrame) -> float:
+    """How long after a run's last record its nodes' evidence is still its own: `TAIL_S`,
+    or the clock skew only where the supervisor recorded its last attempt completed."""
+    if outcomes.empty:
+        return TAIL_S
+    last = outcomes.sort_values("attempt").iloc[-1]
+    return START_SKEW_S if last["status"] == "completed" else TAIL_S

@@ -55,6 +55,13 @@ def agent_flush_mark(data_dir: str | os.PathLike[str], node: str) -> Path:
     return Path(data_dir) / LOGS_DIR / f"agent-{check_name('node name', node)}.flushed"
 
 
+def scrape_targets_file(data_dir: str | os.PathLike[str], owner: int) -> Path:
+    """`prometheus/agents-<pid>.json`: the agents one supervisor (`owner`, its pid) started, in
+    Prometheus' file_sd format, so a scrape config with `files: [DATA_DIR/prometheus/*.json]`
+    finds agents started on ports of their own; removed when they stop."""
+    return Path(data_dir) / "prometheus" / f"agents-{owner}.json"
+
+
 def run_log_dir(data_dir: str | os.PathLike[str], job_id: str, run_id: str) -> Path:
     """Where `triage run` keeps a run's captured output."""
     return Path(data_dir) / LOGS_DIR / check_name("job id", job_id) / check_name("run id", run_id)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import json
+import logging
 import os
 import signal
 import subprocess
@@ -23,9 +25,11 @@ from triage.agent.node_agent import resolve_gpu_backend
 from triage.config import ENV_ATTEMPT, ENV_JOB_ID, ENV_RUN_ID, ConfigError
 from triage.fault_schedule import GPU_FAULT_KINDS
 from triage.ports import free_port
-from triage.store.layout import agent_flush_mark
+from triage.store.layout import agent_flush_mark, scrape_targets_file
 from triage.store.writer import partition_holder
 from triage.supervisor.keeper import PR_SET_PDEATHSIG
+
+log = logging.getLogger(__name__)
 
 _STOP_GRACE_S = 15.0
 #: Least time between two starts of one node's agent (one that exits at once must not spin).
@@ -210,6 +214,27 @@ class Agents:
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 (a prebuilt prctl call only)
             )
         self.ports[node] = port
+        self._publish_targets()
+
+    def _publish_targets(self) -> None:
+        """The running agents' `/metrics` addresses for Prometheus' file_sd
+        (`scrape_targets_file`); the agents listen on 127.0.0.1, so only where they run here.
+        Written whole and renamed into place: Prometheus may read it at any moment."""
+        path = scrape_targets_file(self.data_dir, os.getpid())
+        if self.place is not None:
+            return  # agents on other nodes (Slurm steps): their loopback is theirs
+        targets = [
+            {"targets": [f"127.0.0.1:{port}"], "labels": {"triage_agent_node": node}}
+            for node, port in sorted(self.ports.items())
+            if self.procs[node].poll() is None
+        ]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(targets, indent=1) + "\n", encoding="utf-8")
+            tmp.replace(path)
+        except OSError as exc:  # the job runs on; its agents are just not found by file_sd
+            log.warning("could not write the agents' scrape targets to %s: %s", path, exc)
 
     def _log(self, node: str) -> Path:
         return self.data_dir / "logs" / f"agent-{node}.log"
@@ -254,3 +279,4 @@ class Agents:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        scrape_targets_file(self.data_dir, os.getpid()).unlink(missing_ok=True)

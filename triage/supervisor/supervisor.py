@@ -39,6 +39,7 @@ from triage.config import (
     EXIT_PREEMPTED,
     ConfigError,
     data_dir_from_env,
+    node_name,
 )
 from triage.display import Status
 from triage.ports import free_port
@@ -308,7 +309,8 @@ class Supervisor:
                 + ". Return one to service with `triage nodes clear NODE` once it is repaired, "
                 "or run with --no-quarantine"
             )
-        host = socket.gethostname()
+        # the name the ranks will record as theirs: TRIAGE_NODE where it is set, else the host's
+        host = node_name()
         if not self.nodes and host in held:
             # a launcher of this host's own (torchrun, a plain script) starts its ranks here,
             # whatever TRIAGE_EXCLUDE_NODES says
