@@ -172,7 +172,7 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
         "failed, hung or gave up", int(jobs["status"].isin([s for s in Status if s.needs_attention]).sum())
     )
     cols[3].metric("open incidents", int(jobs["open_incidents"].fillna(0).sum()))
-    cols[4].metric("nodes (excluded)", f"{len(nodes)} ({int(nodes['excluded'].sum())})")
+    cols[4].metric("nodes (quarantined)", f"{len(nodes)} ({int((nodes['quarantined'] != '').sum())})")
     cols[5].metric("GPUs not ok", f"{int((view.gpus['health'] != 'ok').sum())} of {len(view.gpus)}")
 
     st.subheader("Jobs")
@@ -225,7 +225,7 @@ def fleet_page(cfg: DashboardConfig, _job_id: str | None) -> None:
     else:
         st.dataframe(
             nodes.assign(
-                excluded=nodes["excluded"].map({True: "EXCLUDED", False: ""}),
+                excluded_by_job=nodes["excluded_by_job"].fillna(""),
                 last_seen=nodes["last_seen"].map(when),
             ),
             hide_index=True,

@@ -28,6 +28,7 @@ from triage.display import Status, culprit_text
 from triage.store import StoreError, check_data_dir, open_snapshot
 from triage.store.job_data import JobData, load_job
 from triage.store.layout import spool_nodes
+from triage.store.node_health import CLEARED, HealthEntry, current_state, quarantines
 from triage.taxonomy import Action
 
 #: Cells one heatmap may hold (ranks x step bins); steps are binned to stay under it.
@@ -205,9 +206,8 @@ QUALIFY row_number() OVER (PARTITION BY node, gpu ORDER BY time DESC) = 1
 ORDER BY node, gpu
 """
 
-_XIDS_SQL = """
-SELECT node, gpu, count(*) AS xids, string_agg(DISTINCT CAST(xid AS VARCHAR), ', ') AS xid_codes
-FROM gpu_events WHERE time >= $1 AND gpu IS NOT NULL GROUP BY ALL
+_XID_EVENTS_SQL = """
+SELECT node, gpu, time, xid FROM gpu_events WHERE time >= $1 AND gpu IS NOT NULL
 """
 
 GPU_STATE_COLUMNS = [
@@ -227,13 +227,45 @@ GPU_STATE_COLUMNS = [
 ]
 
 
+def ledger(con: duckdb.DuckDBPyConnection) -> list[HealthEntry]:
+    """The node health ledger's rows (`triage nodes`), oldest first; none without the table."""
+    if "node_health" not in _tables(con):
+        return []
+    rows = _df(con, "SELECT * FROM node_health ORDER BY time")
+    return [HealthEntry.from_row(r) for r in rows.to_dict("records")]
+
+
+def _cleared_at(entries: list[HealthEntry]) -> dict[tuple[str, int | None], float]:
+    """(node, gpu) -> when the ledger last returned it to service (gpu None: the whole node)."""
+    return {k: e.time for k, e in current_state(entries).items() if e.state == CLEARED}
+
+
 def latest_gpu_state(con: duckdb.DuckDBPyConnection, now: float) -> pd.DataFrame:
-    """Per (node, gpu): its newest sample, Xids in the last day and a one-word health."""
+    """Per (node, gpu): its newest sample, Xids in the last day (since its return to service,
+    where `triage nodes clear` returned it since: a repaired GPU is no longer flagged for the
+    Xid that took it out) and a one-word health."""
     have = _tables(con)
     if "gpu_samples" not in have:
         return pd.DataFrame(columns=GPU_STATE_COLUMNS)
     latest = _df(con, _LATEST_GPU_SQL)
-    xids = _df(con, _XIDS_SQL, [now - XID_LOOKBACK_S]) if "gpu_events" in have else None
+    xids = None
+    if "gpu_events" in have:
+        events = _df(con, _XID_EVENTS_SQL, [now - XID_LOOKBACK_S])
+        cleared = _cleared_at(ledger(con))
+        if not events.empty and cleared:
+            since = [
+                max(cleared.get((n, int(g)), -math.inf), cleared.get((n, None), -math.inf))
+                for n, g in zip(events["node"], events["gpu"], strict=True)
+            ]
+            events = events[events["time"] > pd.Series(since, index=events.index)]
+        xids = (
+            events.groupby(["node", "gpu"])
+            .agg(
+                xids=("xid", "size"),
+                xid_codes=("xid", lambda x: ", ".join(sorted({str(int(v)) for v in x.dropna()}))),
+            )
+            .reset_index()
+        )
     if xids is not None and not xids.empty:
         latest = latest.merge(xids, on=["node", "gpu"], how="left")
     else:
@@ -281,12 +313,14 @@ FROM incidents WHERE action = $1 AND culprit_node IS NOT NULL GROUP BY culprit_n
 
 
 def node_table(con: duckdb.DuckDBPyConnection, gpus: pd.DataFrame) -> pd.DataFrame:
-    """Every node any table names, its GPUs' worst health, and whether the supervisor
-    excluded it (an incident it recorded with action `restart_excluding_node` naming it)."""
+    """Every node any table names, its GPUs' worst health, whether the node health ledger
+    holds it quarantined now (`quarantined`: what stands, as `triage nodes` says it; a node
+    returned to service is no longer marked), and the last job whose supervisor left it out
+    (`excluded_by_job`, history: an incident it recorded with `restart_excluding_node`)."""
     have = _tables(con)
     sources = {"ranks": "start_time", "heartbeats": "time", "gpu_samples": "time", "host_samples": "time"}
     parts = [f"SELECT node, {col} AS t FROM {t}" for t, col in sources.items() if t in have]
-    columns = ["node", "last_seen", "gpus", "unhealthy_gpus", "excluded", "excluded_by_job"]
+    columns = ["node", "last_seen", "gpus", "unhealthy_gpus", "quarantined", "excluded_by_job"]
     if not parts:
         return pd.DataFrame(columns=columns)
     nodes = _df(con, _NODES_SQL.format(parts="\n    UNION ALL ".join(parts)))
@@ -296,7 +330,11 @@ def node_table(con: duckdb.DuckDBPyConnection, gpus: pd.DataFrame) -> pd.DataFra
         else pd.DataFrame(columns=["node", "excluded_by_job"])
     )
     nodes = nodes.merge(excluded[["node", "excluded_by_job"]], on="node", how="left")
-    nodes["excluded"] = nodes["excluded_by_job"].notna()
+    held = quarantines(ledger(con))
+    nodes["quarantined"] = [
+        "; ".join(("node" if e.gpu is None else f"GPU {e.gpu}") + f": {e.reason}" for e in held.get(n, []))
+        for n in nodes["node"]
+    ]
     counts = gpus.groupby("node").agg(
         gpus=("gpu", "count"), unhealthy_gpus=("health", lambda h: int((h != "ok").sum()))
     )

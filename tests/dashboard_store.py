@@ -15,6 +15,7 @@ from pathlib import Path
 from jobdata_builder import T0, JobBuilder
 
 from triage.store import StoreWriter
+from triage.store.node_health import QUARANTINED, SOURCE_VERDICT, HealthEntry, record_health
 from triage.store.shared_writer import shared_writer
 
 JOB = "job-xid"
@@ -146,6 +147,25 @@ def write_fault_store(data_dir: Path) -> Path:
                 ),
             ],
         )
+    # ... and the ledger's quarantine of the lost GPU, as the supervisor writes it
+    record_health(
+        data_dir,
+        [
+            HealthEntry(
+                T0 + 55,
+                "node1",
+                1,
+                QUARANTINED,
+                "gpu_fallen_off_bus on node1",
+                SOURCE_VERDICT,
+                "triage run",
+                category="gpu_fallen_off_bus",
+                job_id=JOB,
+                run_id=None,
+                attempt=0,
+            )
+        ],
+    )
     return data_dir
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from dashboard_store import JOB, LEMON, OK_JOB, write_fault_store
+from jobdata_builder import T0
 from streamlit.testing.v1 import AppTest
 
 from triage.cli import main
@@ -38,7 +39,7 @@ def job_view(store):
 # -- shaping ----------------------------------------------------------------------------------
 
 
-def test_fleet_lists_jobs_incidents_and_marks_the_excluded_node(store):
+def test_fleet_lists_jobs_incidents_and_marks_the_quarantined_node(store):
     f = queries.read_fleet(str(store), time.time(), max_jobs=20)
     assert set(f.jobs["job_id"]) == {JOB, OK_JOB}
     (inc,) = f.incidents.to_dict("records")
@@ -50,10 +51,29 @@ def test_fleet_lists_jobs_incidents_and_marks_the_excluded_node(store):
     )
     assert inc["culprit"] == "rank 3 on node1, GPU 1 (GPU-node1-1)"  # triage.display.culprit_text
     nodes = f.nodes.set_index("node")
-    assert nodes.loc["node1", "excluded"] and not nodes.loc["node0", "excluded"]
+    assert nodes.loc["node1", "quarantined"] == "GPU 1: gpu_fallen_off_bus on node1"
+    assert nodes.loc["node0", "quarantined"] == "" and nodes.loc["node1", "excluded_by_job"] == JOB
     gpus = f.gpus.set_index(["node", "gpu"])
     assert gpus.loc[("node1", 1), "health"] == "lost"
     assert gpus.loc[("node0", 0), "health"] == "ok"  # a power cap is by design, not ill health
+
+
+def test_a_node_returned_to_service_is_no_longer_marked(tmp_path):
+    """After `triage nodes clear`, `triage nodes` said no node was quarantined while the Fleet
+    page still showed the nodes EXCLUDED and their GPUs flagged `xid` (a trial). The page's
+    node state is the ledger's; a GPU's Xids count from its return to service."""
+    from triage.store.node_health import clear_node
+
+    store = write_fault_store(tmp_path)  # its own: the clear must not reach the other tests
+    now = T0 + 300  # the fixture's Xid is within the page's day of Xids
+    before = queries.read_fleet(str(store), now, max_jobs=20)
+    assert before.gpus.set_index(["node", "gpu"]).loc[("node1", 1), "xids"] == 1
+    clear_node(store, "node1", by="test", now=T0 + 250)
+    f = queries.read_fleet(str(store), now, max_jobs=20)
+    nodes = f.nodes.set_index("node")
+    assert nodes.loc["node1", "quarantined"] == ""
+    assert nodes.loc["node1", "excluded_by_job"] == JOB  # history stays
+    assert f.gpus.set_index(["node", "gpu"]).loc[("node1", 1), "xids"] == 0
 
 
 def test_fleet_analyses_only_the_newest_jobs(store):
@@ -342,7 +362,9 @@ def test_fleet_page_shows_jobs_incidents_and_nodes(store, monkeypatch):
     assert "gpu_fallen_off_bus" in text and "root cause" in text
     assert _charts(at) == 3  # incidents over time, incident counts, lost GPU-hours by cause
     nodes = at.dataframe[1].value.set_index("node")
-    assert "EXCLUDED" in nodes.loc["node1", "excluded"]
+    assert (
+        "gpu_fallen_off_bus" in nodes.loc["node1", "quarantined"] and nodes.loc["node0", "quarantined"] == ""
+    )
     assert set(jobs["status"]) == {"completed"}
     assert f"color: {status_colour('completed')}" in _status_styles(at)  # triage.display's colour
     f = queries.read_fleet(str(store), time.time(), max_jobs=20).jobs.set_index("job_id")
