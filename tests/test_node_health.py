@@ -512,3 +512,36 @@ def test_the_agents_a_run_starts_are_published_for_prometheus_file_sd(tmp_path):
     finally:
         agents.stop()
     assert not path.exists()
+
+
+def test_clearing_a_node_where_slurm_is_installed_but_not_configured_says_nothing_of_slurm(
+    tmp_path, capsys, monkeypatch
+):
+    """A machine with Slurm's commands and no cluster: `sinfo` fails with "Could not establish
+    a configuration source"; a clear printed four lines of it as a warning (a trial)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sinfo", "scontrol"):
+        fake = bin_dir / tool
+        fake.write_text(
+            "#!/bin/sh\necho 'sinfo: error: Could not establish a configuration source' >&2\n"
+            "echo 'sinfo: fatal: Could not establish a configuration source' >&2\nexit 1\n"
+        )
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    record_health(tmp_path, [_q("node2", None, NOW)])
+    assert main(["nodes", "clear", "node2", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    assert "Slurm" not in out.err and "configuration source" not in out.err + out.out
+
+
+def test_a_run_on_a_data_dir_that_does_not_exist_says_it_starts_one_without_history(tmp_path):
+    """A typo in --data-dir started a job in a new, empty directory without a word: its ledger
+    knew no quarantined node, so the job could land on one (a trial)."""
+    new = tmp_path / "typo-data"
+    cmd = [sys.executable, "-m", "triage.cli", "run", "--data-dir", str(new), "--agents", "none"]
+    job = ["--", sys.executable, "-c", "print('ran')"]
+    first = subprocess.run([*cmd, *job], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "starting a new data directory, with no history" in first.stderr
+    again = subprocess.run([*cmd, *job], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "new data directory" not in again.stderr

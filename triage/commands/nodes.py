@@ -190,6 +190,8 @@ def _resume_in_slurm(node: str) -> bool | None:
             return False
         slurm.resume(node)
     except slurm.SlurmError as exc:
+        if slurm.NOT_CONFIGURED in str(exc):
+            return None  # Slurm's commands are installed, but no cluster is configured here
         print(f"triage nodes clear: warning: could not resume {node} in Slurm: {exc}", file=sys.stderr)
         return False
     return True

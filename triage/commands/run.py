@@ -45,7 +45,7 @@ import shutil
 import sys
 
 from triage.commands.report_view import print_job_report
-from triage.config import ConfigError, add_config_args, config_from_args
+from triage.config import ConfigError, add_config_args, config_from_args, data_dir_from_env
 from triage.display import Status
 from triage.supervisor.config import SupervisorConfig
 from triage.supervisor.observe import MAIN_WORK_WINDOW_S
@@ -97,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
             f"triage run: note: --hang-timeout {cfg.hang_timeout:g} s is shorter than the "
             f"{SHORT_HANG_TIMEOUT_S:g} s it takes to see ranks working outside steps (an evaluation, "
             "a save, data preparation): such work may be stopped as a hang",
+            file=sys.stderr,
+        )
+    data_dir = data_dir_from_env(cfg.data_dir)
+    if not data_dir.exists():
+        # a typo in --data-dir would start a job without the fleet's history: no node the
+        # ledger holds quarantined is left out of it
+        print(
+            f"triage run: note: {data_dir} does not exist: starting a new data directory, with "
+            "no history (no quarantined node is known to it)",
             file=sys.stderr,
         )
     supervisor = Supervisor(

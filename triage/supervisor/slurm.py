@@ -57,6 +57,9 @@ def _run(argv: Sequence[str]) -> str:
     return out.stdout
 
 
+#: What Slurm's commands say on a machine that has them but belongs to no cluster.
+NOT_CONFIGURED = "Could not establish a configuration source"
+
 #: What a busy or restarting slurmctld answers; the same call a moment later goes through.
 _TRANSIENT = ("Socket timed out", "Unable to contact slurm controller", "Resource temporarily unavailable")
 
