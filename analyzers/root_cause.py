@@ -111,12 +111,18 @@ def _root_incident(root: Finding, others: list[Finding]) -> Verdict:
     )
     summary = v.summary + (f"; {tail}" if tail else "")
     confidence = min(0.99, v.confidence + 0.05 * min(2, len(corroborating)))
+    # one failure reached by two routes (a rank's own exception record and its captured output,
+    # two analyzers of one consequence) is said once
+    firsts: dict[tuple[str, str, int | None], Evidence] = {}
+    for e in evidence:
+        firsts.setdefault((e.text, e.source, e.rank), e)
+    evidence = list(firsts.values())
     return dataclasses.replace(
         v,
         confidence=confidence,
         summary=summary,
         evidence=evidence[:MAX_EVIDENCE],
-        consequences=_capped(consequences),
+        consequences=_capped(list(dict.fromkeys(consequences))),
     )
 
 

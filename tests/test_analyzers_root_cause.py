@@ -437,3 +437,27 @@ def test_a_fault_just_before_a_fast_restart_stays_with_the_attempt_it_ended():
     assert [(i.attempt, i.verdict.category) for i in analysis.incidents if i.root] == [
         (0, Category.GPU_FALLEN_OFF_BUS)
     ]
+
+
+def test_a_failure_reached_by_two_routes_is_said_once():
+    """A trial's incident page listed each consequence twice and its `KeyError` evidence twice:
+    a rank's own exception record and its captured output are one failure."""
+    from triage.analyzers.findings import Finding
+    from triage.analyzers.root_cause import _root_incident
+    from triage.verdict import Culprit, Evidence, Verdict
+
+    said = Evidence("KeyError: 'labels'", "exception", T0 + 1, 1)
+    root = Finding(
+        0,
+        Verdict(Category.USER_CODE_ERROR, 0.9, "rank 1 raised", Culprit(rank=1), T0 + 1, [said, said]),
+        True,
+        ranks=(1,),
+    )
+    peer = Verdict(Category.NETWORK_ERROR, 0.6, "rank 0 lost its peer", Culprit(rank=0), T0 + 2, [])
+    others = [
+        Finding(0, peer, True, symptom=True, ranks=(0,)),
+        Finding(0, peer, True, symptom=True, ranks=(0,)),
+    ]
+    v = _root_incident(root, others)
+    assert [e.text for e in v.evidence] == ["KeyError: 'labels'"]
+    assert v.consequences == ["network_error: rank 0 lost its peer"]
