@@ -86,6 +86,8 @@ XID_TEXT = {
 }
 #: The Xid an injected fault raises when the schedule names none.
 DEFAULT_XID = {"xid": 79, "ecc": 94, "nvlink": 74}
+#: The Xids of the GPU's memory: double-bit and contained/uncontained ECC errors, row remapping.
+_MEMORY_XIDS = frozenset({48, 63, 64, 92, 94, 95})
 
 
 def sim_kmsg_path(data_dir: str | os.PathLike[str], node: str) -> Path:
@@ -209,7 +211,9 @@ class SimGpuCollector:
             return []
         xid = fault.xid if fault.xid is not None else DEFAULT_XID.get(fault.kind)
         events: list[Record] = []
-        if fault.kind == "ecc":
+        if fault.kind == "ecc" or xid in _MEMORY_XIDS:
+            # the memory's counters move with the Xid, however it was injected (`xid@xid=48`
+            # is a double-bit error too: NVML's uncorrected count grows with it)
             count = int(fault.params.get("errors", 1))
             if xid == 63:
                 st.remapped_uncorrectable += count

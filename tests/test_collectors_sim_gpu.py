@@ -109,9 +109,11 @@ def test_xid_line_written_to_the_sim_kernel_log_parses_back_to_the_gpu(tmp_path)
     assert (ge.source, ge.gpu, ge.uuid) == ("kernel_log", 5, sim.identities()[5].uuid)
 
 
-@pytest.mark.parametrize("xid", [94, 48])
-def test_ecc_fault_raises_uncorrected_counters_and_its_xid(tmp_path, xid):
-    append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=1, kind="ecc", xid=xid, params={"errors": 2}))
+@pytest.mark.parametrize(("kind", "xid"), [("ecc", 94), ("ecc", 48), ("xid", 48), ("xid", 95)])
+def test_ecc_fault_raises_uncorrected_counters_and_its_xid(tmp_path, kind, xid):
+    """However the memory error is injected (`ecc@xid=48`, or `xid@xid=48` as a trial did,
+    which left the counter at 0 and the ECC alert silent), NVML's counters move with it."""
+    append_fault(tmp_path, GpuFault(time=T0 + 10, node="n", gpu=1, kind=kind, xid=xid, params={"errors": 2}))
     sim = SimGpuCollector("n", tmp_path, num_gpus=2, load=lambda g: 1.0)
     before, at = run(sim, [0, 10])
     assert samples(before)[1].ecc_uncorrected_volatile == 0
