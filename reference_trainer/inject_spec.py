@@ -21,7 +21,8 @@ INJECT_KINDS: dict[str, str] = {
     "'FloatingPointError: Loss is nan at step N'",
     "hang": "that rank stops entering collectives (sleeps, process alive; `seconds=S` ends the hang "
     "after S s); the others block until --collective-timeout and fail with gloo/NCCL's "
-    "timeout error",
+    "timeout error. It stands for a device that stopped answering (a stuck kernel), so its "
+    "node is blamed as for one; a sleep in a job's own script is not",
     "slow": "that rank's compute takes `factor` (default 3) times longer from that step "
     "(`seconds=S`: S extra seconds per step instead); no crash",
     "kill": "SIGKILL of that rank's process",
