@@ -1090,9 +1090,17 @@ class Supervisor:
         """A `rank_exit` event for each rank seen gone first with neither an exit nor an
         exception in its own records (`AttemptReport.vanished`) that the launcher's output did
         not report: the attempt is stopped before torchrun prints its failure summary, and a
-        rank killed by SIGKILL says nothing itself, so this is the evidence of who died first."""
+        rank killed by SIGKILL says nothing itself, so this is the evidence of who died first.
+        One the launcher did report is dated no later than when it was seen gone."""
         report = self.report.attempts[-1]
         said = {r["rank"] for r in captured if r["kind"] == EVENT_RANK_EXIT}
+        if report.first_exit_at is not None:
+            for r in captured:
+                if r["kind"] == EVENT_RANK_EXIT and r["rank"] in report.vanished:
+                    # the launcher reports a death when it is read, seconds after it: the rank
+                    # died by the time it was first seen gone (a stall whose missing rank had
+                    # died was otherwise dated before the death and blamed on it)
+                    r["time"] = min(r["time"], report.first_exit_at)
         rows = []
         for rank in report.vanished:
             if rank in said or rank not in procs.observed or report.first_exit_at is None:
