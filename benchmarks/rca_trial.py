@@ -59,10 +59,13 @@ def supervisor_config(job: Job, data_dir: Path) -> SupervisorConfig:
 
 
 def placement(data_dir: Path, job_id: str, run_id: str) -> Placement:
-    """(attempt, rank) -> (node, GPU) as the run's ranks recorded them."""
+    """(attempt, rank) -> (node, GPU) as the run's ranks recorded them, the newest row of each
+    rank (the zero-code hooks' first row knows no GPU yet; the trainer's own monitor's does), as
+    the store reads them."""
     with open_snapshot(data_dir) as snap:
         rows = snap.sql(
-            "SELECT DISTINCT attempt, rank, node, gpu FROM ranks WHERE job_id = $1 AND run_id = $2",
+            "SELECT attempt, rank, arg_max(node, start_time) AS node, arg_max(gpu, start_time) AS gpu "
+            "FROM ranks WHERE job_id = $1 AND run_id = $2 GROUP BY attempt, rank",
             [job_id, run_id],
         )
     return {(int(r["attempt"]), int(r["rank"])): (str(r["node"]), r["gpu"]) for r in rows}

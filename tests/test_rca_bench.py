@@ -139,6 +139,20 @@ def test_score_lists_every_miss_and_renders_markdown():
     assert "macro F1 0.489, micro F1 0.600" in text and "Misses: 2" in text
 
 
+def test_the_truth_of_a_rank_s_gpu_is_its_newest_record(tmp_path):
+    """The zero-code hooks' first `ranks` row knows no GPU on a CPU rank; the trainer's own
+    monitor's, a moment later, names its simulated GPU. The campaign took either, and scored the
+    culprit GPU of 20 judgements of 30."""
+    from jobdata_builder import T0, JobBuilder
+
+    from triage.benchmarks.rca_trial import placement
+
+    b = JobBuilder("j", run_id="r")
+    b.rank(0, "node0", None, start=T0).rank(0, "node0", 1, start=T0 + 1).rank(1, "node1", 0, start=T0)
+    b.write_store(tmp_path)
+    assert placement(tmp_path, "j", "r") == {(0, 0): ("node0", 1), (0, 1): ("node1", 0)}
+
+
 def test_the_plan_is_seeded_and_covers_every_kind_in_both_layouts():
     full = plan(0, ALL_KINDS, 3)
     assert plan(0, ALL_KINDS, 3) == full and plan(1, ALL_KINDS, 3) != full

@@ -362,7 +362,7 @@ class Snapshot:
         return self._typed(
             RankProgress,
             """
-            WITH r AS (SELECT rank, any_value(node) AS node, any_value(gpu) AS gpu FROM ranks
+            WITH r AS (SELECT rank, arg_max(node, start_time) AS node, arg_max(gpu, start_time) AS gpu FROM ranks
                        WHERE job_id = $1 AND attempt = $2 AND run_id IS NOT DISTINCT FROM $3
                        GROUP BY rank),
                  s AS (SELECT rank, max(step) AS max_step, max(end_time) AS last_step_end FROM steps
