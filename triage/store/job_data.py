@@ -31,8 +31,6 @@ START_SKEW_S = 5.0
 #: ... and this long after its last record: a fault's own records (an Xid, a lost GPU sample)
 #: can trail the last telemetry its ranks wrote; anything later belongs to whatever ran next.
 TAIL_S = 30.0
-#: ... but a run whose last attempt completed ended on no fault: past its clock skew, what its
-#: nodes record belongs to the next job (a NIC lost 9 s after one job ended was its incident).
 #: Rows kept of the few tables that can grow without bound in a broken job.
 MAX_DETAIL_ROWS = 5000
 
@@ -687,7 +685,9 @@ def load_job(
 
 def run_tail_s(outcomes: pd.DataFrame) -> float:
     """How long after a run's last record its nodes' evidence is still its own: `TAIL_S`,
-    or the clock skew only where the supervisor recorded its last attempt completed."""
+    or the clock skew only where the supervisor recorded its last attempt completed: such a run
+    ended on no fault, and what its nodes record later is the next job's (a NIC lost 9 s after
+    one job ended was listed as its incident)."""
     if outcomes.empty:
         return TAIL_S
     last = outcomes.sort_values("attempt").iloc[-1]
