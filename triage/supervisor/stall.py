@@ -21,7 +21,7 @@ device, which the step timeout and the analyzers handle), or ranks half or more 
 (who is late is then unclear). And not a stall while a missing rank is working: each heartbeat
 carries the seconds that rank's main thread ran or waited for a CPU (a rank starved of CPU on a
 loaded host wants to work all the same), the CPU seconds of its child processes, and the bytes it
-has read; a rank that used more than `BUSY_SHARE` of the stall's wall time so (a long
+has read; a rank that used more than `BUSY_SHARE` of the stall's wall time running or wanting to run (a long
 step, an evaluation only rank 0 runs while the others wait at a barrier, data prepared in a pool
 of workers) or read more than `BUSY_READ_BPS` (a dataset streamed from files) is working, not stuck (a deadlock, a
 sleep, a wait on something that never comes); a rank whose hooks do not report it is given the
